@@ -1,0 +1,147 @@
+"""The one agent of a training process: its sender, step counter and taps.
+
+``install()`` is called by the injected ``sitecustomize`` (under ``tm``) or by ``%load_ext``
+(in a notebook kernel). It connects lazily to the supervisor's socket, says hello, and waits
+for the user's code to import torch before attaching any tap.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+from trainmeter.agent import guard
+from trainmeter.agent.importhook import when_imported
+from trainmeter.agent.sender import Sender
+
+ENV_SOCKET = "TRAINMETER_SOCKET"
+ENV_NO_TAP = "TRAINMETER_NO_TAP"
+
+_agent: Agent | None = None
+
+
+class Agent:
+    """State shared by the taps and ``emit()``.
+
+    Args:
+        socket_path: the supervisor's Unix socket.
+        armed: whether records are sent now (a kernel agent is armed only inside
+            ``%%trainmeter`` cells; a ``tm`` child always).
+    """
+
+    def __init__(self, socket_path: str, armed: bool = True) -> None:
+        self.rank = _env_int("RANK", 0)
+        self.world_size = _env_int("WORLD_SIZE", 1)
+        self.armed = armed
+        self.step = 0  # optimizer steps of the clock optimizer, in this process
+        self.torch_taps = None
+        hello = {
+            "ctl": "agent", "pid": os.getpid(), "rank": self.rank, "world_size": self.world_size,
+            "local_rank": _env_int("LOCAL_RANK", 0), "host": socket.gethostname(),
+            "python": sys.version.split()[0],
+        }  # fmt: skip
+        self.sender = Sender(socket_path, hello)
+        self._hello = {k: v for k, v in hello.items() if k != "ctl"}
+        self.put("agent_hello", **self._hello)
+
+    def put(self, kind: str, **fields: Any) -> None:
+        """Queue one record stamped now (dropped while disarmed)."""
+        if self.armed:
+            self.sender.put({"v": 1, "k": kind, "t": time.time(), **fields})
+
+    def put_model(self, fields: dict[str, Any]) -> None:
+        self.put("model", rank=self.rank, **fields)
+
+    def arm(self, new_run: bool = False) -> None:
+        """Start sending (a %%trainmeter cell began); a new run restarts the step count."""
+        self.armed = True
+        if new_run:
+            self.step = 0
+        self.put("agent_hello", **self._hello)
+        taps = self.torch_taps
+        if taps is not None:
+            taps.rediscover() if new_run else taps.new_segment()
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def attach_torch(self, torch) -> None:
+        from trainmeter.agent.torch_taps import TorchTaps
+
+        taps = TorchTaps(self, torch)
+        taps.attach()
+        self.torch_taps = taps
+
+    def close(self) -> None:
+        if self.torch_taps is not None:
+            self.torch_taps.detach()
+        self.sender.close()
+
+
+def install(socket_path: str, armed: bool = True, taps: bool = True) -> Agent | None:
+    """Create the process's agent once; later calls return the same one. Never raises."""
+    global _agent
+    if _agent is not None:
+        return _agent
+    try:
+        _agent = Agent(socket_path, armed=armed)
+        if taps:
+            when_imported("torch", _agent.attach_torch)
+        atexit.register(_at_exit)
+        os.register_at_fork(after_in_child=_after_fork)
+    except Exception as exc:
+        guard.failed("agent", exc)
+        _agent = None
+    return _agent
+
+
+def install_from_env() -> Agent | None:
+    """``install`` from ``TRAINMETER_SOCKET`` (set by ``tm`` for its child); None if unset."""
+    path = os.environ.get(ENV_SOCKET)
+    if not path:
+        return None
+    return install(path, taps=os.environ.get(ENV_NO_TAP) != "1")
+
+
+def current() -> Agent | None:
+    """The process's agent, or None when trainmeter is not watching this process."""
+    return _agent
+
+
+def uninstall() -> None:
+    """Stop sending and detach every tap (``%unload_ext``)."""
+    global _agent
+    if _agent is not None:
+        try:
+            _agent.close()
+        except Exception as exc:
+            guard.failed("agent shutdown", exc)
+        _agent = None
+
+
+def _at_exit() -> None:
+    try:
+        if _agent is not None:
+            _agent.sender.close()
+    except Exception:
+        pass
+
+
+def _after_fork() -> None:
+    """A forked child (a DataLoader worker) must never write to the parent's connection."""
+    global _agent
+    if _agent is not None:
+        _agent.armed = False
+        _agent.sender.forget_after_fork()
+        _agent = None
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default

@@ -1,0 +1,215 @@
+"""Passive taps on torch: the optimizer step clock and tokens per step from batch shapes.
+
+Attached by the agent when the user's code imports torch (never before). Costs per optimizer
+step (see benchmarks/agent_overhead.py): one global optimizer post-step hook and one forward
+pre-hook on the root model. Both read Python metadata only (``numel``, ``shape``, ``dtype``):
+never a tensor's value, so never a device synchronization (invariant 8).
+
+Discovery: until the first optimizer step, global module hooks note which modules run at the
+top of the call stack with gradients enabled, and how many tokens each was fed. At that step
+the root model is the top-level module sharing the most parameters with the optimizer; the
+global hooks are removed and one hook on that root stays.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from trainmeter.agent import guard
+from trainmeter.agent.describe import describe
+
+_TOKEN_KWARGS = ("input_ids", "idx", "tokens", "input", "x")
+
+
+class TorchTaps:
+    """The torch side of one agent.
+
+    Args:
+        agent: the :class:`trainmeter.agent.runtime.Agent` that owns the sender and counters.
+        torch: the imported torch module.
+    """
+
+    def __init__(self, agent, torch) -> None:
+        self.agent = agent
+        self.torch = torch
+        self.tensor_type = torch.Tensor
+        self.int_dtypes = (torch.int64, torch.int32)
+        self.is_grad_enabled = torch.is_grad_enabled
+        self.tokens = 0  # since the last optimizer step (all micro-batches: grad accumulation)
+        self.samples = 0
+        self.seq_len: int | None = None
+        self.clock_id: int | None = None  # id() of the optimizer that is the step clock
+        self.off = False
+        self._depth = 0
+        self._roots: dict[int, list] = {}  # id -> [module, tokens, samples] before the first step
+        self._handles: list = []
+        self._root_handle = None
+        self._autocast: dict[str, Any] = {}
+
+    # -- attach / detach --------------------------------------------------------------------
+    def attach(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._step_handle = register_optimizer_step_post_hook(self._on_step)
+        self.rediscover()
+
+    def rediscover(self) -> None:
+        """Forget the root model and the clock optimizer; find them again (a new run)."""
+        from torch.nn.modules import module as mm
+
+        self.clock_id = None
+        self._roots.clear()
+        self._depth = 0
+        if self._root_handle is not None:
+            self._root_handle.remove()
+            self._root_handle = None
+        self._remove_global()
+        self._handles = [
+            mm.register_module_forward_pre_hook(self._g_pre),
+            mm.register_module_forward_hook(self._g_post, with_kwargs=True, always_call=True),
+        ]
+
+    def new_segment(self) -> None:
+        """A new %%trainmeter cell: the first optimizer to step in it becomes the clock."""
+        self.clock_id = None
+
+    def detach(self) -> None:
+        for h in (getattr(self, "_step_handle", None), self._root_handle):
+            if h is not None:
+                h.remove()
+        self._remove_global()
+
+    def _remove_global(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    # -- hot path ---------------------------------------------------------------------------
+    def _on_step(self, optimizer, args, kwargs) -> None:
+        if self.off or not self.agent.armed:
+            return
+        try:
+            if self.clock_id != id(optimizer):
+                if self.clock_id is not None:
+                    return  # another optimizer (a GAN's second one): not the clock
+                self._first_step(optimizer)
+            a = self.agent
+            a.step += 1
+            a.sender.queue.append(
+                {"v": 1, "k": "step", "t": time.time(), "step": a.step, "rank": a.rank,
+                 "tokens": self.tokens if self.samples else None, "samples": self.samples or None}
+            )  # fmt: skip
+            self.tokens = self.samples = 0
+        except Exception as exc:
+            self.off = True
+            guard.failed("optimizer step hook", exc)
+
+    def _on_forward(self, module, args, kwargs) -> None:
+        if self.off:
+            return None
+        try:
+            if self.is_grad_enabled():  # eval under no_grad is not training tokens
+                self._count(args, kwargs)
+        except Exception as exc:
+            self.off = True
+            guard.failed("forward hook", exc)
+        return None
+
+    def _count(self, args, kwargs) -> tuple[int, int]:
+        x = self._token_tensor(args, kwargs)
+        if x is None:
+            return 0, 0
+        samples = x.shape[0] if x.dim() else 1
+        tokens = x.numel() if x.dtype in self.int_dtypes else 0
+        self.tokens += tokens
+        self.samples += samples
+        if tokens and self.seq_len is None:
+            self.seq_len = x.shape[-1]
+        return tokens, samples
+
+    def _token_tensor(self, args, kwargs):
+        t = self.tensor_type
+        if args and isinstance(args[0], t):
+            return args[0]
+        for key in _TOKEN_KWARGS:
+            value = kwargs.get(key) if kwargs else None
+            if isinstance(value, t):
+                return value
+        return None
+
+    # -- discovery (before the first optimizer step only) -----------------------------------
+    def _g_pre(self, module, args) -> None:
+        try:
+            if self._depth == 0 and not self._autocast:
+                self._autocast = self._autocast_state()
+        except Exception as exc:
+            guard.failed("model discovery", exc)
+        self._depth += 1
+
+    def _g_post(self, module, args, kwargs, output) -> None:
+        self._depth = max(0, self._depth - 1)
+        if self._depth or self.off:
+            return
+        try:
+            if not self.is_grad_enabled():
+                return
+            before = (self.tokens, self.samples)
+            tokens, samples = self._count(args, kwargs)
+            self.tokens, self.samples = before  # counted per candidate until the root is known
+            entry = self._roots.setdefault(id(module), [module, 0, 0])
+            entry[1] += tokens
+            entry[2] += samples
+        except Exception as exc:
+            self.off = True
+            guard.failed("model discovery", exc)
+
+    def _autocast_state(self) -> dict[str, Any]:
+        torch, out = self.torch, {}
+        for dev in ("cuda", "cpu"):
+            if torch.is_autocast_enabled(dev):
+                out[dev] = torch.get_autocast_dtype(dev)
+        return out or {"none": None}
+
+    def _first_step(self, optimizer) -> None:
+        self.clock_id = id(optimizer)
+        if not self._handles:
+            return  # root already known (a later segment re-chose the clock only)
+        self._remove_global()
+        wanted = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        best = max(
+            self._roots.values(),
+            key=lambda e: sum(1 for p in e[0].parameters() if id(p) in wanted),
+            default=None,
+        )
+        self._roots.clear()
+        if best is None:
+            return
+        root, self.tokens, self.samples = best
+        self._root_handle = root.register_forward_pre_hook(self._on_forward, with_kwargs=True)
+        self.agent.put_model(self._model_fields(root))
+
+    def _model_fields(self, root) -> dict[str, Any]:
+        fields = describe(self.torch, root, self.seq_len)
+        first = next(root.parameters(), None)
+        device = first.device if first is not None else None
+        fields["device"] = device.type if device is not None else "cpu"
+        fields["dtype"] = str(first.dtype).removeprefix("torch.") if first is not None else None
+        fields["run_dtype"] = self._run_dtype(first, fields["device"])
+        fields["torch"] = self.torch.__version__
+        fields["gpus"] = 1 if fields["device"] == "cuda" else 0
+        if fields["device"] == "cuda":  # CUDA is already up (the params live there): no new context
+            fields["device_name"] = self.torch.cuda.get_device_name(device)
+        return fields
+
+    def _run_dtype(self, param, device: str) -> str | None:
+        """The matmuls' dtype: autocast's if on, else the parameters' (the peak lookup key)."""
+        torch = self.torch
+        dtype = self._autocast.get(device) or (param.dtype if param is not None else None)
+        names = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+        if dtype in names:
+            return names[dtype]
+        if dtype == torch.float32:
+            tf32 = device == "cuda" and torch.get_float32_matmul_precision() != "highest"
+            return "tf32" if tf32 else "fp32"
+        return None

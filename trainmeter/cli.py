@@ -1,0 +1,161 @@
+"""``tm``: run a training command under trainmeter, or look at runs. Thin: parse, call, print.
+
+tm train.py [args]            run a Python script (same interpreter as tm)
+tm [flags] -- CMD [args]      run any command (torchrun, a shell script, ...)
+tm replay [RUN] [--json]      rebuild a run's final snapshot from its log
+tm ls                         list runs in ./.trainmeter
+tm --version
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+import time
+from pathlib import Path
+
+from trainmeter._version import __version__
+from trainmeter.core import flops
+from trainmeter.core.units import format_duration, parse_count, parse_flops
+
+SUBCOMMANDS = ("replay", "ls")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that suggests the closest flag for a typo and exits 2 with one clear line."""
+
+    def error(self, message: str):
+        if "unrecognized arguments" in message or "ambiguous option" in message:
+            flags = [o for a in self._actions for o in a.option_strings]
+            bad = message.split(":")[-1].split()
+            close = difflib.get_close_matches(bad[0].split("=")[0], flags, n=1) if bad else []
+            if close:
+                message += f" (did you mean {close[0]}?)"
+        self.exit(2, f"tm: {message}\n")
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    usage = "tm [flags] SCRIPT.py [args] | tm [flags] -- CMD [args] | tm {replay,ls} ..."
+    p = _Parser(prog="tm", description="Run a training command under trainmeter.", usage=usage)
+    p.add_argument("--version", action="version", version=f"trainmeter {__version__}")
+    p.add_argument("--name", help="run name (default: the script's name)")
+    p.add_argument("--budget-tokens", metavar="N", help="token budget for progress and ETA (20B)")
+    p.add_argument("--convention", choices=flops.CONVENTIONS, default=flops.DEFAULT_CONVENTION,
+                   help="FLOPs convention shown first (all are computed)")  # fmt: skip
+    p.add_argument("--peak", metavar="FLOP/s", help="declare the dense peak per device (312T)")
+    p.add_argument("--device", help="device name to look up in the peaks table")
+    p.add_argument("--dir", default=None, help="where .trainmeter runs go (default ./.trainmeter)")
+    p.add_argument("--no-tap", action="store_true", help="no automatic taps (emit() only)")
+    p.add_argument("--no-web", action="store_true", help="serve no dashboard page")
+    p.add_argument("--port", type=int, help="dashboard port (default: the next free one)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    p.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return _SUB[argv[0]](argv[1:])
+    args = _run_parser().parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        _run_parser().print_usage(sys.stderr)
+        return 2
+    if args.command[:1] != ["--"]:
+        err = _script_error(cmd[0])
+        if err:
+            print(f"tm: {err}", file=sys.stderr)
+            return 2
+        cmd = [sys.executable, *cmd]
+    try:
+        opts = _run_opts(args)
+    except ValueError as exc:
+        print(f"tm: {exc}", file=sys.stderr)
+        return 2
+    from trainmeter.supervisor.launcher import run_command
+
+    name = args.name or _default_name(cmd)
+    return run_command(cmd, name, opts, quiet=args.quiet, no_tap=args.no_tap, root=args.dir)
+
+
+def _script_error(first: str) -> str | None:
+    if first.endswith(".py"):
+        return None if Path(first).is_file() else f"no such script: {first}"
+    close = difflib.get_close_matches(first, SUBCOMMANDS, n=1)
+    hint = f"did you mean `tm {close[0]}`? " if close else ""
+    return f"{first!r} is not a .py script or a subcommand; {hint}to run a command: tm -- {first}"
+
+
+def _run_opts(args) -> dict:
+    """Launch options recorded in the run log (physics only, never a price)."""
+    budget = args.budget_tokens
+    return {
+        "budget_tokens": parse_count(budget, positive=True) if budget else None,
+        "convention": args.convention,
+        "peak_flops": parse_flops(args.peak) if args.peak else None,
+        "device": args.device,
+    }  # fmt: skip
+
+
+def _default_name(cmd: list[str]) -> str:
+    scripts = [Path(c).stem for c in cmd if c.endswith(".py")]
+    return scripts[0] if scripts else Path(cmd[0]).name
+
+
+def _replay(argv: list[str]) -> int:
+    p = _Parser(prog="tm replay", description="Rebuild a run's final snapshot from its log.")
+    p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
+    p.add_argument("--json", action="store_true", help="print the snapshot as JSON")
+    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
+    args = p.parse_args(argv)
+    from trainmeter.core.engine import replay
+    from trainmeter.core.summary import summary_line
+    from trainmeter.supervisor.store import find_run
+
+    try:
+        folder = find_run(args.run, args.dir)
+    except FileNotFoundError as exc:
+        print(f"tm: {exc}", file=sys.stderr)
+        return 1
+    log = folder / "run.jsonl"
+    with open(log, "rb") as f:
+        snap = replay(f).snapshot()
+    snap["run"]["log"] = str(log)
+    print(json.dumps(snap, indent=2, sort_keys=True) if args.json else summary_line(snap))
+    return 0
+
+
+def _ls(argv: list[str]) -> int:
+    p = _Parser(prog="tm ls", description="List runs, oldest first.")
+    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
+    args = p.parse_args(argv)
+    from trainmeter.core.engine import replay
+    from trainmeter.supervisor.store import runs_dir
+
+    base = runs_dir(args.dir)
+    folders = (
+        sorted(d for d in base.glob("*") if (d / "run.jsonl").is_file()) if base.is_dir() else []
+    )
+    if not folders:
+        print(f"no runs under {base}")
+        return 0
+    for d in folders:
+        with open(d / "run.jsonl", "rb") as f:
+            snap = replay(f).snapshot()
+        run = snap["run"]
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.get("started", 0)))
+        took = format_duration(snap.get("elapsed_s"))
+        name = run.get("name", "?")
+        print(
+            f"{d.name}  {name:<20} {started}  {took:>10}  {snap['step']:>7} steps  {run['state']}"
+        )
+    return 0
+
+
+_SUB = {"replay": _replay, "ls": _ls}
+
+if __name__ == "__main__":
+    sys.exit(main())

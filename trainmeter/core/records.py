@@ -1,0 +1,123 @@
+"""The wire and run-log schema: one JSON object per line, versioned.
+
+Every record is a flat JSON object with three common keys:
+
+- ``v``: schema version (:data:`SCHEMA_VERSION`); a reader rejects a newer major version.
+- ``k``: the record kind, one of :data:`KINDS`.
+- ``t``: wall-clock time in seconds since the Unix epoch (float), stamped by the sender.
+
+The same records travel over the agent socket and are written to ``run.jsonl`` by the
+supervisor (the one writer), so ``replay`` rebuilds what the live engine saw. Records hold
+physics (time, tokens, FLOPs inputs, reported series), never prices or secrets.
+See docs/spec.md "Run log" for each kind's fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# kind -> {field: allowed types}; fields not listed are kept but not checked.
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+_OPT_INT = (int, type(None))
+_OPT_STR = (str, type(None))
+KINDS: dict[str, dict[str, tuple[type, ...]]] = {
+    # supervisor: a run folder was opened
+    "run_start": {"id": (str,), "name": (str,), "argv": (list,), "version": (str,)},
+    # an agent connected: which process and rank
+    "agent_hello": {"pid": (int,), "rank": (int,), "world_size": (int,)},
+    # the model the agent found: counts and shape (inputs of the FLOPs conventions)
+    "model": {"params": (int,), "embedding_params": (int,), "token_embedding_params": (int,)},
+    # one optimizer step finished on a rank; tokens/samples seen since the previous step
+    "step": {"step": (int,), "rank": (int,), "tokens": _OPT_INT, "samples": _OPT_INT},
+    # a named scalar series point (emit() or a tracker tap)
+    "series": {"name": (str,), "value": _NUM, "step": _OPT_INT},
+    # a %%trainmeter cell (or a tm run) began / ended a segment of the run
+    "segment_start": {"segment": (int,)},
+    "segment_end": {"segment": (int,), "status": (str,)},
+    # supervisor: the run ended (tm child exited, or the notebook supervisor closed)
+    "run_end": {"status": (str,), "exit_code": _OPT_INT},
+    # a short message for the person (an agent warning, a dropped record)
+    "note": {"text": (str,), "source": _OPT_STR},
+}
+
+RUN_STATES = ("running", "finished", "failed", "interrupted", "idle")
+SEGMENT_STATUSES = ("ok", "error", "interrupted")
+
+
+class RecordError(ValueError):
+    """A line or object that is not a valid trainmeter record (the message says why)."""
+
+
+def make(kind: str, t: float, **fields: Any) -> dict[str, Any]:
+    """Build a record dict ``{"v", "k", "t", **fields}``.
+
+    Args:
+        kind: one of :data:`KINDS`.
+        t: wall-clock seconds since the epoch.
+    Raises:
+        RecordError: unknown kind or a field of the wrong type.
+    """
+    rec = {"v": SCHEMA_VERSION, "k": kind, "t": float(t), **fields}
+    validate(rec)
+    return rec
+
+
+def validate(rec: Any) -> dict[str, Any]:
+    """Check a decoded record and return it unchanged.
+
+    Raises:
+        RecordError: not an object, missing/unknown ``k``, newer schema, bad time, or a
+            listed field missing or of the wrong type (bool is not accepted as a number).
+    """
+    if not isinstance(rec, dict):
+        raise RecordError(f"record is not a JSON object: {type(rec).__name__}")
+    kind = rec.get("k")
+    if kind not in KINDS:
+        raise RecordError(f"unknown record kind {kind!r}")
+    v = rec.get("v")
+    if not isinstance(v, int) or isinstance(v, bool) or v > SCHEMA_VERSION or v < 1:
+        raise RecordError(
+            f"unsupported schema version {v!r} (this trainmeter reads 1..{SCHEMA_VERSION})"
+        )
+    t = rec.get("t")
+    if not _is(t, _NUM) or not math.isfinite(t):
+        raise RecordError(f"{kind}: 't' must be a finite number, got {t!r}")
+    for name, types in KINDS[kind].items():
+        if name not in rec:
+            if type(None) in types:
+                continue
+            raise RecordError(f"{kind}: missing field {name!r}")
+        if not _is(rec[name], types):
+            raise RecordError(f"{kind}: field {name!r} has type {type(rec[name]).__name__}")
+    if kind == "series" and not math.isfinite(rec["value"]):
+        raise RecordError(f"series {rec['name']!r}: value must be finite")
+    return rec
+
+
+def _is(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):  # bool is an int subclass; never a count or a time
+        return False
+    return isinstance(value, types)
+
+
+def encode(rec: dict[str, Any]) -> bytes:
+    """One record as a compact UTF-8 JSON line ending in ``\\n`` (NaN/inf refused)."""
+    return (json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+
+def decode(line: bytes | str) -> dict[str, Any]:
+    """Parse and validate one line.
+
+    Raises:
+        RecordError: invalid JSON or an invalid record.
+    """
+    try:
+        rec = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordError(f"not JSON: {exc}") from None
+    return validate(rec)

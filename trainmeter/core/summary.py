@@ -1,0 +1,32 @@
+"""The one-line summary printed when a ``tm`` run or a ``%%trainmeter`` cell ends.
+
+Pure formatting of a snapshot (see :mod:`trainmeter.core.engine`); every FLOPs or MFU figure
+carries its convention's name (invariant 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainmeter.core.units import format_duration, format_si
+
+
+def summary_line(snap: dict[str, Any]) -> str:
+    """``trainmeter: finished · 40 steps · 163.8 k tokens · ...`` from a snapshot dict."""
+    run = snap.get("run") or {}
+    conv = snap.get("convention") or "?"
+    fpt = (snap.get("flops_per_token") or {}).get(conv)
+    parts = [
+        f"trainmeter: {run.get('state', 'idle')}",
+        f"{snap.get('step', 0)} steps",
+        f"{format_si(snap.get('tokens'), 'tokens')}",
+        f"{format_si(snap.get('tokens_per_s_avg'), 'tokens/s')}",
+        f"{format_si(fpt, 'FLOP/token')} [{conv}]",
+    ]
+    mfu = (snap.get("mfu_avg") or {}).get(conv)
+    if mfu is not None:
+        parts.append(f"MFU {100 * mfu:.1f}% [{conv}]")
+    parts.append(format_duration(snap.get("elapsed_s")))
+    if run.get("log"):
+        parts.append(f"log {run['log']}")
+    return " · ".join(parts)

@@ -1,0 +1,129 @@
+"""``%%trainmeter`` (a training cell as a run segment) and ``%trainmeter`` (status, show, stop).
+
+The cell body runs through IPython's own ``run_ast_nodes`` with the outer cell's result
+object, so an exception is shown and recorded exactly as in a plain cell (same traceback, the
+cell marked failed), and the last expression's value is displayed as usual.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from IPython.core.async_helpers import _pseudo_sync_runner
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from trainmeter.core import flops
+from trainmeter.core.summary import summary_line
+from trainmeter.core.units import parse_count, parse_flops
+
+
+@magics_class
+class TrainmeterMagics(Magics):
+    @magic_arguments()
+    @argument("action", nargs="?", default=None,
+              help="line magic only: status (default), show, stop")  # fmt: skip
+    @argument("--name", help="run name (default: notebook)")
+    @argument("--new", action="store_true", help="start a new run instead of continuing")
+    @argument("--budget-tokens", help="token budget for progress and ETA, e.g. 20B")
+    @argument("--convention", choices=flops.CONVENTIONS, help="FLOPs convention shown first")
+    @argument("--peak", help="declared dense peak per device, e.g. 312T (FLOP/s)")
+    @argument("--device", help="device name to look up in the peaks table")
+    @argument("--no-widget", action="store_true", help="no live widget, summary line only")
+    @line_cell_magic
+    def trainmeter(self, line: str, cell: str | None = None):
+        """Watch a training cell: ``%%trainmeter [--new] [--budget-tokens 20B] ...``."""
+        from trainmeter.jupyter.extension import session
+
+        args = parse_argstring(self.trainmeter, line)
+        s = session()
+        if cell is None:
+            return self._line(s, args)
+        return self._cell(s, args, cell)
+
+    # -- %%trainmeter ---------------------------------------------------------------------------
+    def _cell(self, s, args, cell: str):
+        opts = _opts(args)  # bad values raise UsageError-like ValueError before anything starts
+        info = s.request("segment_start", name=args.name or "notebook", opts=opts, new=args.new)
+        s.agent.arm(new_run=info["segment"] == 1)
+        widget = bridge = None
+        if not args.no_widget:
+            from trainmeter.jupyter.bridge import Bridge
+            from trainmeter.jupyter.widget import TrainmeterWidget
+
+            widget = TrainmeterWidget()
+            display(widget)
+            bridge = Bridge(s.socket, widget)
+        error = None
+        try:
+            error = self._execute(cell)
+        finally:
+            self._end_segment(s, bridge, error if error is not None else sys.exc_info()[1])
+
+    def _execute(self, body: str) -> BaseException | None:
+        """Run ``body`` like a plain cell; returns the exception it raised (already shown)."""
+        shell = self.shell
+        result = getattr(shell.displayhook, "exec_result", None)
+        if result is None:  # not inside run_cell (a non-IPython host): plain exec, errors raise
+            exec(shell.transform_cell(body), shell.user_ns)
+            return None
+        cell = shell.transform_cell(body)
+        name = shell.compile.cache(cell, shell.execution_count, raw_code=body)
+        try:
+            tree = shell.transform_ast(shell.compile.ast_parse(cell, filename=name))
+        except SyntaxError as exc:
+            shell.showsyntaxerror(filename=name)
+            result.error_in_exec = exc
+            return exc
+        coro = shell.run_ast_nodes(tree.body, name, interactivity="last_expr",
+                                   compiler=shell.compile, result=result)  # fmt: skip
+        return result.error_in_exec if _pseudo_sync_runner(coro) else None
+
+    def _end_segment(self, s, bridge, error: BaseException | None) -> None:
+        """Close the segment; never raises (it must not hide the cell's own exception)."""
+        status = "ok"
+        if isinstance(error, KeyboardInterrupt):
+            status = "interrupted"
+        elif error is not None:
+            status = "error"
+        try:
+            s.agent.sender.sync()
+            s.agent.disarm()
+            text = f"{type(error).__name__}: {error}" if error is not None else None
+            reply = s.request("segment_end", status=status, error=text)
+            if bridge is not None:
+                bridge.stop(reply["snapshot"], reply.get("history"))
+            print(summary_line(reply["snapshot"]))
+        except Exception as exc:
+            print(f"[trainmeter] could not close the segment: {exc!r}", file=sys.stderr)
+
+    # -- %trainmeter ----------------------------------------------------------------------------
+    def _line(self, s, args):
+        action = args.action or "status"
+        if action == "status":
+            print(summary_line(s.request("snapshot")["snapshot"]))
+        elif action == "show":
+            from trainmeter.jupyter.extension import show
+
+            return show()
+        elif action == "stop":
+            snap = s.request("end_run", status="ok").get("snapshot")
+            print(summary_line(snap) if snap else "trainmeter: no run is open")
+        else:
+            print(f"%trainmeter: unknown action {action!r}; use status, show or stop")
+
+
+def _opts(args) -> dict:
+    from IPython.core.error import UsageError
+
+    try:
+        return {
+            "budget_tokens": parse_count(args.budget_tokens, positive=True)
+            if args.budget_tokens else None,
+            "convention": args.convention,
+            "peak_flops": parse_flops(args.peak) if args.peak else None,
+            "device": args.device,
+        }  # fmt: skip
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

@@ -1,0 +1,128 @@
+"""``tm``'s run mode: start the training command as a child, supervise it, report.
+
+The ``tm`` process is the supervisor: it serves the socket, writes the run log (the one
+writer) and keeps the live engine, while the child runs with the agent injected through
+``sitecustomize``. It forwards SIGTERM/SIGHUP/SIGQUIT (and SIGINT when the terminal did not
+already deliver it to the child) and ends with the child's exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from trainmeter.agent.runtime import ENV_NO_TAP, ENV_SOCKET
+from trainmeter.core.summary import summary_line
+from trainmeter.supervisor.ingest import Server, private_socket_path
+from trainmeter.supervisor.live import Live
+
+BOOT_DIR = Path(__file__).resolve().parent.parent / "agent" / "boot"
+AGENT_DRAIN_S = 3.0  # after the child exits, wait this long at most for agents' last records
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def child_env(socket_path: str, no_tap: bool = False, base: dict | None = None) -> dict[str, str]:
+    """The child's environment: the agent bootstrap first on PYTHONPATH, the socket path."""
+    env = dict(os.environ if base is None else base)
+    parts = [str(BOOT_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    env[ENV_SOCKET] = socket_path
+    if no_tap:
+        env[ENV_NO_TAP] = "1"
+    return env
+
+
+def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool = False,
+                no_tap: bool = False, root: str | None = None) -> int:  # fmt: skip
+    """Run ``cmd`` under trainmeter; returns the exit code ``tm`` should end with.
+
+    A child killed by signal N makes ``tm`` kill itself with N after closing the log, so the
+    calling shell sees the same death; the returned ``128 + N`` is the fallback.
+    """
+    path = private_socket_path()
+    live = Live(root)
+    server = Server(path, live)
+    server.serve_in_thread()
+    info = live.open_run(name, cmd, opts)
+    say = (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    say(f"[trainmeter] run {info['run_id']} · {' '.join(cmd)} · log {info['log']}")
+    try:
+        proc = subprocess.Popen(cmd, env=child_env(path, no_tap))
+    except OSError as exc:
+        print(f"tm: cannot start {cmd[0]!r}: {exc.strerror or exc}", file=sys.stderr)
+        live.close_run("error", 127)
+        _stop(server, path)
+        return 127
+    rc = _wait(proc)
+    _drain_agents(live)
+    status = "ok" if rc == 0 else "interrupted" if rc in (-signal.SIGINT, 130) else "error"
+    snap = live.close_run(status, rc)
+    _stop(server, path)
+    if snap is not None:
+        if not live.agents_seen:
+            snap.setdefault("notes", []).append("no agent connected: is trainmeter installed "
+                                                "in the child's Python?")  # fmt: skip
+            say("[trainmeter] no agent connected (is trainmeter importable by the child?)")
+        say(summary_line(snap))
+    if rc < 0:
+        _die_like(-rc)
+        return 128 - rc
+    return rc
+
+
+def _wait(proc: subprocess.Popen) -> int:
+    def forward(signum, frame):
+        if signum == signal.SIGINT and _terminal_sent_it():
+            return  # Ctrl-C at a terminal reaches the whole foreground group: child has it
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    old = {s: signal.signal(s, forward) for s in _FORWARDED}
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except InterruptedError:
+                continue
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _terminal_sent_it() -> bool:
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _drain_agents(live: Live) -> None:
+    deadline = time.monotonic() + AGENT_DRAIN_S
+    while live.agents_connected and time.monotonic() < deadline:
+        threading.Event().wait(0.02)
+
+
+def _stop(server: Server, path: str) -> None:
+    server.live.shutdown()
+    server.shutdown()
+    server.server_close()
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
+def _die_like(signum: int) -> None:
+    """End this process by the child's signal (after the log is closed)."""
+    if signum in (signal.SIGKILL, signal.SIGSTOP):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
