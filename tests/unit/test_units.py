@@ -1,0 +1,125 @@
+"""Parsing counts and FLOP/s, formatting SI values and durations (expected values by hand)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from trainmeter.core.units import format_duration, format_si, parse_count, parse_flops
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("20B", 20 * 10**9),
+        ("20b", 20 * 10**9),
+        ("20G", 20 * 10**9),  # G and B are both 1e9
+        ("1.5M", 1_500_000),  # 1.5 * 10^6
+        ("1.5m", 1_500_000),  # m is million for counts, never milli
+        ("500k", 500_000),
+        ("2T", 2 * 10**12),
+        ("2e10", 20 * 10**9),
+        ("20_000", 20_000),
+        ("7", 7),
+        (" 20 B ", 20 * 10**9),
+        ("0", 0),
+        ("-5", -5),
+        (12345, 12345),
+    ],
+)
+def test_parse_count_reads_suffixes_exponents_and_underscores(text, expected):
+    assert parse_count(text) == expected
+
+
+@pytest.mark.parametrize("text", ["abc", "20X", "", "20BB", "2_0_", "1.5", "0.3k2", "1e"])
+def test_parse_count_rejects_bad_text_naming_it_and_the_accepted_forms(text):
+    with pytest.raises(ValueError) as info:
+        parse_count(text)
+    assert repr(text) in str(info.value)
+    assert "K/M/B/G/T" in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "-1B"])
+def test_parse_count_positive_flag_rejects_zero_and_negatives(text):
+    with pytest.raises(ValueError, match="> 0"):
+        parse_count(text, positive=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("312T", 312e12),
+        ("312e12", 312e12),
+        ("312 TFLOPS", 312e12),
+        ("312tflop/s", 312e12),
+        ("989.5 TFLOP/s", 989.5e12),
+        ("1.5P", 1.5e15),
+        ("2.25 PFLOPS", 2.25e15),
+        ("65 tflops", 65e12),
+        ("500 GFLOPs", 500e9),
+        (312e12, 312e12),
+    ],
+)
+def test_parse_flops_reads_prefixes_and_unit_words(text, expected):
+    assert parse_flops(text) == pytest.approx(expected, rel=1e-15)
+
+
+@pytest.mark.parametrize("text", ["fast", "T", "312 TB/s", "-5T", "0T", "", "312 XFLOPS"])
+def test_parse_flops_rejects_text_that_is_not_a_positive_rate(text):
+    with pytest.raises(ValueError):
+        parse_flops(text)
+
+
+def test_parse_flops_catches_a_missing_prefix():
+    with pytest.raises(ValueError, match="312T"):
+        parse_flops("312")
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "digits", "expected"),
+    [
+        (5.8295e9, "FLOP", 3, "5.83 GFLOP"),  # 5.8295 G -> 3 significant digits
+        (3050, "tokens/s", 3, "3.05 k tokens/s"),
+        (512, "tokens/s", 3, "512 tokens/s"),
+        (3.35e12, "B/s", 3, "3.35 TB/s"),
+        (999.6, "W", 3, "1.00 kW"),  # rounds up into the next prefix
+        (6_282_473_472, "FLOP", 5, "6.2825 GFLOP"),
+        (0.452, "", 3, "0.452"),
+        (3.0, "", 3, "3.00"),
+        (20e9, "", 3, "20.0 G"),
+        (0, "FLOP", 3, "0 FLOP"),
+        (-2500, "W", 3, "-2.50 kW"),
+    ],
+)
+def test_format_si_uses_prefixes_and_significant_digits(value, unit, digits, expected):
+    assert format_si(value, unit, digits) == expected
+
+
+def test_format_si_shows_missing_values_as_not_available():
+    assert format_si(None, "FLOP") == "n/a"
+    assert format_si(math.nan) == "n/a"
+    assert format_si(math.inf, "FLOP") == "inf FLOP"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        (45.23, "45.2 s"),
+        (0, "0.0 s"),
+        (59.97, "1 min 00 s"),  # rounds up into minutes
+        (187, "3 min 07 s"),  # 3*60 + 7
+        (3725, "1 h 02 min"),  # 3600 + 2*60 + 5
+        (3599.7, "1 h 00 min"),
+        (2 * 86400 + 3 * 3600 + 10, "2 d 03 h"),
+    ],
+)
+def test_format_duration_picks_the_two_largest_units(seconds, expected):
+    assert format_duration(seconds) == expected
+
+
+def test_format_duration_of_nothing_is_not_available():
+    assert format_duration(None) == "n/a"
+    assert format_duration(math.inf) == "n/a"
+    with pytest.raises(ValueError):
+        format_duration(-1)

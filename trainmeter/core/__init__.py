@@ -1,0 +1,1 @@
+"""Pure core: standard library only; imports nothing else of trainmeter."""
