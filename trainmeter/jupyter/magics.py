@@ -69,7 +69,8 @@ class TrainmeterMagics(Magics):
             exec(shell.transform_cell(body), shell.user_ns)
             return None
         cell = shell.transform_cell(body)
-        name = shell.compile.cache(cell, shell.execution_count, raw_code=body)
+        number = result.execution_count or shell.execution_count  # this cell's In[N]
+        name = shell.compile.cache(cell, number, raw_code=body)
         try:
             tree = shell.transform_ast(shell.compile.ast_parse(cell, filename=name))
         except SyntaxError as exc:

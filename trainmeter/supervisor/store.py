@@ -48,7 +48,7 @@ def find_run(run: str | None, root: Path | str | None = None) -> Path:
     if run:
         runs = [d for d in runs if d.name.startswith(run)]
     if not runs:
-        what = f"run {run!r}" if run else "any run"
+        what = f"run matching {run!r}" if run else "runs"
         raise FileNotFoundError(f"no {what} under {base.resolve()} (start one with `tm train.py`)")
     return runs[-1]
 

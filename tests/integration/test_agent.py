@@ -1,0 +1,65 @@
+"""The agent inside a real training process (started by ``tm``): step clock, tokens per step,
+model facts, and invariant 1 (an internal failure never reaches the loop)."""
+
+import pytest
+from conftest import FIXTURES, losses, read_log, run_plain, run_tm
+
+pytestmark = pytest.mark.slow
+TINY = FIXTURES / "tiny_train.py"
+
+
+def _steps(log):
+    return [r for r in log if r["k"] == "step"]
+
+
+def _hand_tokens(stdout):
+    return [int(line.split()[-1]) for line in losses(stdout)]
+
+
+def test_one_step_record_per_optimizer_step_with_hand_counted_tokens(workdir):
+    out = run_tm(["-q", TINY, "--steps", "6"], workdir)
+    assert out.returncode == 0, out.stderr
+    steps = _steps(read_log(workdir))
+    assert [r["step"] for r in steps] == [1, 2, 3, 4, 5, 6]
+    assert [r["tokens"] for r in steps] == _hand_tokens(out.stdout) == [32] * 6  # 4 x 8
+
+
+def test_gradient_accumulation_and_variable_lengths_sum_to_the_hand_count(workdir):
+    out = run_tm(["-q", TINY, "--steps", "5", "--grad-accum", "4", "--var-len"], workdir)
+    assert out.returncode == 0, out.stderr
+    steps = _steps(read_log(workdir))
+    # the script counts batch x seq over its 4 micro-batches itself (different every step)
+    hand = _hand_tokens(out.stdout)
+    assert len(set(hand)) > 1
+    assert [r["tokens"] for r in steps] == hand
+
+
+def test_forward_passes_without_gradients_are_not_training_tokens(workdir):
+    out = run_tm(["-q", TINY, "--steps", "4", "--eval-every", "1"], workdir)
+    assert out.returncode == 0, out.stderr
+    assert [r["tokens"] for r in _steps(read_log(workdir))] == [32] * 4
+
+
+def test_model_record_counts_parameters_and_embeddings(workdir):
+    out = run_tm(["-q", TINY, "--steps", "2"], workdir)
+    assert out.returncode == 0, out.stderr
+    (model,) = [r for r in read_log(workdir) if r["k"] == "model"]
+    # Embedding 50x16 = 800; Linear 16x16+16 = 272; Linear 16x50+50 = 850 -> 1922 in all
+    assert model["params"] == 1922
+    assert model["embedding_params"] == model["token_embedding_params"] == 800
+    assert model["seq_len"] == 8 and model["vocab"] == 50 and model["width"] == 16
+    assert model["device"] == "cpu" and model["run_dtype"] == "fp32"
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["step_hook", "forward_hook", "discovery", "emit", "sender", "attach"],
+)
+def test_an_internal_failure_warns_once_and_leaves_the_loop_untouched(workdir, entry):
+    plain = run_plain([TINY, "--steps", "8"], workdir)
+    watched = run_tm(["-q", TINY, "--steps", "8", "--fault", entry], workdir)
+    assert watched.returncode == 0, watched.stderr
+    assert losses(watched.stdout) == losses(plain.stdout)  # same numbers, to the last digit
+    warnings = [ln for ln in watched.stderr.splitlines() if "internal error" in ln]
+    assert len(warnings) == 1, watched.stderr
+    assert "forced failure" in warnings[0] or "Error" in warnings[0]

@@ -1,0 +1,49 @@
+"""The wire/run-log schema: what is accepted, what is refused and why."""
+
+import json
+
+import pytest
+
+from trainmeter.core import records
+from trainmeter.core.records import RecordError
+
+
+def test_make_stamps_version_kind_and_time():
+    rec = records.make("step", 12.5, step=3, rank=0, tokens=64, samples=4)
+    assert rec == {"v": 1, "k": "step", "t": 12.5, "step": 3, "rank": 0, "tokens": 64, "samples": 4}
+
+
+def test_encode_then_decode_round_trips_one_line():
+    rec = records.make("series", 1.0, name="train_loss", value=2.5, step=7)
+    line = records.encode(rec)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert records.decode(line) == rec
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        (b"not json", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"v": 1, "k": "nope", "t": 1}', "unknown record kind"),
+        (b'{"v": 99, "k": "note", "t": 1, "text": "x"}', "unsupported schema version"),
+        (b'{"v": 1, "k": "step", "t": 1, "rank": 0}', "missing field 'step'"),
+        (b'{"v": 1, "k": "step", "t": 1, "step": "3", "rank": 0}', "field 'step' has type str"),
+        (b'{"v": 1, "k": "step", "t": 1, "step": true, "rank": 0}', "field 'step' has type bool"),
+        (b'{"v": 1, "k": "note", "t": NaN, "text": "x"}', "finite number"),
+        (b'{"v": 1, "k": "series", "t": 1, "name": "l", "value": Infinity}', "must be finite"),
+    ],
+)
+def test_decode_refuses_malformed_lines_with_a_reason(line, why):
+    with pytest.raises(RecordError, match=why):
+        records.decode(line)
+
+
+def test_optional_fields_may_be_absent_or_null():
+    records.decode(json.dumps({"v": 1, "k": "step", "t": 1, "step": 1, "rank": 0}))
+    records.decode(json.dumps({"v": 1, "k": "step", "t": 1, "step": 1, "rank": 0, "tokens": None}))
+
+
+def test_encode_refuses_nan_so_no_invalid_json_reaches_the_log():
+    with pytest.raises(ValueError):
+        records.encode({"v": 1, "k": "note", "t": float("nan"), "text": "x"})

@@ -1,0 +1,72 @@
+"""The run log: one writer, append-only, nothing lost when the disk refuses a write."""
+
+import errno
+import os
+
+import pytest
+
+from trainmeter.core import records
+from trainmeter.core.engine import replay
+from trainmeter.supervisor import store
+
+
+def _step(n):
+    return records.make("step", float(n), step=n, rank=0, tokens=8)
+
+
+def test_a_full_disk_loses_nothing_and_duplicates_nothing(tmp_path, monkeypatch, capsys):
+    log = store.RunLog(tmp_path / "run")
+    real_write, calls = os.write, {"n": 0}
+
+    def flaky(fd, data):  # refuse twice (ENOSPC), then write only half, then work
+        calls["n"] += 1
+        if calls["n"] in (2, 3):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        if calls["n"] == 4:
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", flaky)
+    for n in range(1, 7):
+        log.append(_step(n))
+    log.close()
+    assert "cannot write" in capsys.readouterr().err  # said once, clearly
+    lines = (tmp_path / "run" / "run.jsonl").read_bytes().splitlines()
+    assert [records.decode(x)["step"] for x in lines] == [1, 2, 3, 4, 5, 6]
+
+
+def test_records_still_pending_at_close_are_reported(tmp_path, monkeypatch, capsys):
+    log = store.RunLog(tmp_path / "run")
+
+    def refuse(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", refuse)
+    log.append(_step(1))
+    log.close()
+    assert "could not be written" in capsys.readouterr().err
+
+
+def test_find_run_takes_the_newest_an_id_prefix_or_a_folder(tmp_path):
+    base = store.runs_dir(tmp_path)
+    for rid in ("20260101-000000-aaaa", "20260102-000000-bbbb"):
+        store.RunLog(base / rid).append(_step(1))
+    assert store.find_run(None, tmp_path).name == "20260102-000000-bbbb"
+    assert store.find_run("20260101", tmp_path).name == "20260101-000000-aaaa"
+    assert store.find_run(str(base / "20260101-000000-aaaa"), tmp_path).name.endswith("aaaa")
+
+
+def test_find_run_without_runs_says_where_it_looked(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no runs under"):
+        store.find_run(None, tmp_path)
+
+
+def test_a_log_cut_mid_line_still_replays_up_to_the_last_whole_line(tmp_path):
+    log = store.RunLog(tmp_path / "run")
+    log.append(_step(1))
+    log.append(_step(2))
+    log.close()
+    path = tmp_path / "run" / "run.jsonl"
+    path.write_bytes(path.read_bytes() + b'{"v":1,"k":"step","t":3,"st')  # killed mid-write
+    with open(path, "rb") as f:
+        assert replay(f).snapshot()["step"] == 2
