@@ -55,8 +55,8 @@ def test_only_sources_gpu_touches_nvml():
 
 
 def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules))"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    code += "\nimport sys; print(' '.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return set(out.stdout.split())
 
 

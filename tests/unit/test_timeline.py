@@ -9,7 +9,7 @@ def test_a_million_points_keep_at_most_cap_per_series():
     tl = Timeline(cap=100)
     for i in range(1_000_000 // 100):  # 10k points is enough to cycle the thinning many times
         tl.append("loss", i, float(i))
-    xs, ys = tl.full()["series"]["loss"]
+    xs, _ = tl.full()["series"]["loss"]
     assert len(xs) <= 100
     assert xs == sorted(xs)  # thinning keeps order
     assert xs[-1] == 9_999  # the newest point is always kept
