@@ -4,7 +4,8 @@ The contract with the browser is three traits and one custom message, nothing el
 
 - ``snapshot``: the latest figures (``core.engine``'s snapshot; any key may be missing or None);
 - ``history``: ``{"seq": n, "series": {name: [[x...], [y...]]}}``, a full bounded chart history
-  (``core.timeline.Timeline.full()``) that replaces the browser's copy when its ``seq`` is newer;
+  (``core.timeline.Timeline.full()``) that always replaces the browser's copy (messages arrive in
+  order, and a new timeline may start its ``seq`` from zero again);
 - ``version``: this package's version, which the bundle compares with its own;
 - ``{"type": "points", "seq": n, "series": {...}}`` custom messages: points appended after the
   browser's ``seq`` (``Timeline.since()``), applied only when ``n`` is newer.

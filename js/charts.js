@@ -1,0 +1,106 @@
+// A thin wrapper around uPlot: create once, feed with setData at each redraw (never re-create per
+// tick), follow the container's width with a ResizeObserver and the page's theme through colour
+// functions that uPlot calls at draw time, and destroy everything on cleanup.
+
+import uPlot from "uplot";
+
+const FALLBACK = {
+  fg: "#57606a",
+  grid: "rgba(128,128,128,0.18)",
+  font: "system-ui, sans-serif",
+  series: ["#1f77b4", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"],
+};
+
+/**
+ * Read the chart colours from CSS custom properties on `root` (style.css maps them onto the
+ * JupyterLab theme, with fallbacks outside JupyterLab). Canvas cannot use var(), so this runs at
+ * creation and again whenever the theme changes.
+ */
+export function readTheme(root) {
+  const cs = getComputedStyle(root);
+  const v = (name, fallback) => cs.getPropertyValue(name).trim() || fallback;
+  return {
+    fg: v("--tm-fg2", FALLBACK.fg),
+    grid: v("--tm-grid", FALLBACK.grid),
+    font: v("--tm-font", FALLBACK.font),
+    series: FALLBACK.series.map((c, i) => v(`--tm-series-${i}`, c)),
+  };
+}
+
+/** Chart height for a given width: flatter on wide screens, never tiny on narrow ones. */
+export function chartHeight(width) {
+  return Math.round(Math.min(240, Math.max(150, width * 0.42)));
+}
+
+/**
+ * Create a line chart in `container`.
+ * series: [{label, color: index into the theme's series colours, width, dash, alpha}]
+ * onCursor(idx | null): called when the pointer moves over the plot (for a custom legend).
+ * Returns {setData(data), setTheme(theme), destroy()}; data is uPlot's aligned [xs, ys...].
+ */
+export function createChart(container, { series, theme, onCursor }) {
+  let t = theme;
+  const width = Math.max(container.clientWidth, 240);
+  const axis = (size) => ({
+    stroke: () => t.fg,
+    grid: { stroke: () => t.grid, width: 1 },
+    ticks: { stroke: () => t.grid, width: 1, size: 4 },
+    font: `11px ${t.font}`,
+    size,
+  });
+  const opts = {
+    width,
+    height: chartHeight(width),
+    legend: { show: false },
+    // No drag-to-zoom: every live update resets the scales to the data, so a zoom would not stick.
+    cursor: { drag: { x: false, y: false, setScale: false }, points: { size: 6 } },
+    scales: { x: { time: false } },
+    axes: [
+      { ...axis(26), space: 60 },
+      { ...axis(44), space: 24 },
+    ],
+    series: [
+      { label: "step" },
+      ...series.map((s) => ({
+        label: s.label,
+        stroke: () => t.series[s.color % t.series.length],
+        width: s.width ?? 1.5,
+        dash: s.dash,
+        alpha: s.alpha ?? 1,
+        spanGaps: true,
+        points: { show: false },
+      })),
+    ],
+    hooks: onCursor ? { setCursor: [(u) => onCursor(u.cursor.idx ?? null)] } : {},
+  };
+  const u = new uPlot(opts, [[], ...series.map(() => [])], container);
+
+  // Only the width drives the size (the height follows it). The resize waits for the next frame:
+  // resizing inside the observer's callback changes the observed box again in the same frame, which
+  // browsers report as "ResizeObserver loop completed with undelivered notifications".
+  let lastWidth = width;
+  let frame = 0;
+  const ro = new ResizeObserver((entries) => {
+    const w = Math.floor(entries[0].contentRect.width);
+    if (w <= 0 || w === lastWidth) return;
+    lastWidth = w;
+    cancelAnimationFrame(frame);
+    frame = requestAnimationFrame(() => u.setSize({ width: lastWidth, height: chartHeight(lastWidth) }));
+  });
+  ro.observe(container);
+
+  return {
+    setData(data) {
+      u.setData(data);
+    },
+    setTheme(theme) {
+      t = theme;
+      u.redraw(false, true);
+    },
+    destroy() {
+      cancelAnimationFrame(frame);
+      ro.disconnect();
+      u.destroy();
+    },
+  };
+}

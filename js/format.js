@@ -1,0 +1,87 @@
+// Number formatting for the dashboard. Pure functions: a value that is missing, null or not a finite
+// number is unknown and reads "n/a"; a known zero reads "0". Nothing here guesses a value.
+
+export const NA = "n/a";
+
+const PREFIXES = ["", "k", "M", "G", "T", "P", "E", "Z", "Y"];
+
+/** True for a finite number (not null, undefined, NaN or ±Infinity). */
+export function isNum(x) {
+  return typeof x === "number" && Number.isFinite(x);
+}
+
+/**
+ * Scale to an SI prefix with `digits` significant digits: si(5.3e6, "FLOP/token") -> "5.30 MFLOP/token",
+ * si(163840, "", 4) -> "163.8k". Values below 1 keep their digits without a prefix (0.51 -> "0.510").
+ */
+export function si(x, unit = "", digits = 3) {
+  if (!isNum(x)) return NA;
+  const sep = unit ? " " : "";
+  const abs = Math.abs(x);
+  if (abs < 1) return `${x === 0 ? "0" : x.toPrecision(digits)}${sep}${unit}`;
+  let tier = Math.min(Math.floor(Math.log10(abs) / 3), PREFIXES.length - 1);
+  let scaled = x / 10 ** (3 * tier);
+  // 999.96 rounds to "1000": move up a prefix instead of printing four digits.
+  if (Math.abs(Number(scaled.toPrecision(digits))) >= 1000 && tier < PREFIXES.length - 1) {
+    tier += 1;
+    scaled = x / 10 ** (3 * tier);
+  }
+  return `${scaled.toPrecision(digits)}${sep}${PREFIXES[tier]}${unit}`;
+}
+
+const TOKEN_SUFFIXES = ["", "k", "M", "B", "T"];
+
+/**
+ * A token count the way people say it about LLM training (k, M, B, T, as in `--budget-tokens 20B`),
+ * with `digits` significant digits: 163840 -> "163.8k", 2e9 -> "2.00B". FLOPs keep SI prefixes.
+ */
+export function tokens(x, digits = 4) {
+  if (!isNum(x)) return NA;
+  if (Math.abs(x) < 1000) return count(x);
+  const s = si(x, "", digits); // "163.8k", "2.000G", ...
+  const tier = PREFIXES.indexOf(s.slice(-1));
+  return tier < TOKEN_SUFFIXES.length ? s.slice(0, -1) + TOKEN_SUFFIXES[tier] : x.toExponential(digits - 1);
+}
+
+/** An integer count with thousands separators, independent of the browser's locale: 12345 -> "12,345". */
+export function count(x) {
+  if (!isNum(x)) return NA;
+  return Math.round(x)
+    .toString()
+    .replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+const pad2 = (n) => String(n).padStart(2, "0");
+
+/**
+ * A duration in seconds, as short as its size allows: 0.51 -> "510 ms", 61.2 -> "1m 01s",
+ * 6600 -> "1h 50m", 200000 -> "2d 07h". Negative durations are unknown.
+ */
+export function duration(s) {
+  if (!isNum(s) || s < 0) return NA;
+  // Thresholds sit just below each unit so that rounding never prints "1000 ms" or "60.0 s".
+  if (s < 0.9995) return `${(s * 1000).toPrecision(3).replace(/\.0+$|(\.\d*[1-9])0+$/, "$1")} ms`;
+  if (s < 59.95) return `${s.toPrecision(3)} s`;
+  const t = Math.round(s);
+  if (t < 3600) return `${Math.floor(t / 60)}m ${pad2(t % 60)}s`;
+  if (t < 86400) return `${Math.floor(t / 3600)}h ${pad2(Math.floor((t % 3600) / 60))}m`;
+  return `${Math.floor(t / 86400)}d ${pad2(Math.floor((t % 86400) / 3600))}h`;
+}
+
+/** A fraction as a percentage: 0.0082 -> "0.82%", 0.412 -> "41.2%". */
+export function percent(f) {
+  if (!isNum(f)) return NA;
+  const p = f * 100;
+  const abs = Math.abs(p);
+  if (abs !== 0 && abs < 1) return `${p.toFixed(2)}%`;
+  return `${p.toFixed(1)}%`;
+}
+
+/** A plain value with `digits` significant digits (loss values): 2.3125 -> "2.31". */
+export function num(x, digits = 3) {
+  if (!isNum(x)) return NA;
+  if (x === 0) return "0";
+  const abs = Math.abs(x);
+  if (abs >= 10 ** digits || abs < 1e-3) return x.toExponential(digits - 1);
+  return x.toPrecision(digits);
+}

@@ -1,0 +1,26 @@
+import assert from "node:assert/strict";
+import test from "node:test";
+import { conventionOf, flopsRequired, noteAbout, sortConventions } from "../panels/efficiency.js";
+
+test("the snapshot's convention wins, else the first known one", () => {
+  assert.equal(conventionOf({ convention: "titan", flops_per_token: { hf: 1 } }), "titan");
+  assert.equal(conventionOf({ flops_per_token: { zeta: 1, megatron: 2, hf: 3 } }), "hf");
+  assert.equal(conventionOf({}), "");
+});
+
+test("conventions sort in a fixed order, unknown ones last", () => {
+  assert.deepEqual(sortConventions(["zeta", "titan", "hf"]), ["hf", "titan", "zeta"]);
+});
+
+test("the reason for a missing MFU comes from the notes", () => {
+  const notes = ["something else", "no MFU: no peak is known for this device (cpu); declare one with --peak"];
+  assert.match(noteAbout(notes, /mfu|peak/i), /^no MFU/);
+  assert.equal(noteAbout(undefined, /mfu/i), "");
+});
+
+test("FLOPs required is budget times FLOPs per token, unknown without a budget", () => {
+  const snap = { budget_tokens: 2e7, flops_per_token: { titan: 5.3e6 } };
+  assert.equal(flopsRequired(snap, "titan"), 2e7 * 5.3e6);
+  assert.equal(flopsRequired({ ...snap, budget_tokens: null }, "titan"), null);
+  assert.equal(flopsRequired(snap, "hf"), null);
+});

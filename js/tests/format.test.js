@@ -1,0 +1,54 @@
+import assert from "node:assert/strict";
+import test from "node:test";
+import { count, duration, NA, num, percent, si, tokens } from "../format.js";
+
+test("unknown values read n/a, never zero", () => {
+  for (const v of [null, undefined, Number.NaN, Number.POSITIVE_INFINITY, "12"]) {
+    assert.equal(si(v), NA);
+    assert.equal(count(v), NA);
+    assert.equal(duration(v), NA);
+    assert.equal(percent(v), NA);
+    assert.equal(num(v), NA);
+  }
+  assert.equal(duration(-1), NA);
+});
+
+test("SI prefixes keep three significant digits and carry the unit", () => {
+  assert.equal(si(5.3e6, "FLOP/token"), "5.30 MFLOP/token");
+  assert.equal(si(8.7e11, "FLOP"), "870 GFLOP");
+  assert.equal(si(9.895e14, "FLOP/s"), "990 TFLOP/s");
+  assert.equal(si(163840, "", 4), "163.8k");
+  assert.equal(si(3000.5), "3.00k");
+  assert.equal(si(999.96), "1.00k");
+  assert.equal(si(42), "42.0");
+  assert.equal(si(0), "0");
+});
+
+test("token counts use k, M, B, T as people say them", () => {
+  assert.equal(tokens(163840), "163.8k");
+  assert.equal(tokens(2e9, 3), "2.00B");
+  assert.equal(tokens(1.5e12, 3), "1.50T");
+  assert.equal(tokens(12), "12");
+  assert.equal(tokens(0), "0");
+  assert.equal(tokens(null), NA);
+});
+
+test("durations are as short as their size allows", () => {
+  assert.equal(duration(0.51), "510 ms");
+  assert.equal(duration(0.9999), "1.00 s");
+  assert.equal(duration(5.123), "5.12 s");
+  assert.equal(duration(59.99), "1m 00s");
+  assert.equal(duration(61.2), "1m 01s");
+  assert.equal(duration(6600), "1h 50m");
+  assert.equal(duration(200000), "2d 07h");
+});
+
+test("percentages, counts and plain numbers", () => {
+  assert.equal(percent(0.0082), "0.82%");
+  assert.equal(percent(0.412), "41.2%");
+  assert.equal(percent(0), "0.0%");
+  assert.equal(count(1234567), "1,234,567");
+  assert.equal(count(40), "40");
+  assert.equal(num(2.3125), "2.31");
+  assert.equal(num(0), "0");
+});
