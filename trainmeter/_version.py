@@ -1,3 +1,3 @@
-"""The one place the version lives; pyproject reads it, the front-end checks it (tests/unit/test_version.py)."""
+"""The one place the version lives: pyproject reads it; tests check package.json agrees."""
 
 __version__ = "0.1.0"
