@@ -33,6 +33,7 @@ class Sender:
         self.interval = interval
         self.queue: deque = deque(maxlen=MAX_QUEUE)
         self._hello = hello
+        self.rank = int(hello.get("rank", 0))
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()  # one writer on the socket at a time
         self._stop = threading.Event()
@@ -48,6 +49,12 @@ class Sender:
     def put(self, rec: dict) -> None:
         """Queue one record (hot path: never blocks, never raises)."""
         self.queue.append(rec)
+
+    @property
+    def put_step(self):
+        """``put_step((t, step, tokens, samples))``: the cheapest enqueue, for the step hook;
+        the sender thread turns the tuple into a ``step`` record."""
+        return self.queue.append
 
     def flush(self) -> bool:
         """Write everything queued now, from the calling thread. False once the sender is off."""
@@ -123,7 +130,8 @@ class Sender:
         pop = self.queue.popleft
         while self.queue:
             try:
-                chunks.append(_line(pop()))
+                item = pop()
+                chunks.append(_line(_step_record(item, self.rank) if type(item) is tuple else item))
             except (TypeError, ValueError):  # a value JSON cannot carry: drop that record only
                 guard.warn_once("sender-encode", "dropped a record that JSON cannot encode")
         self._connect().sendall(b"".join(chunks))
@@ -138,6 +146,12 @@ class Sender:
             buf += chunk
         acks = [json.loads(raw).get("ack") for raw in buf.split(b"\n") if raw.strip()]
         return want in acks
+
+
+def _step_record(item: tuple, rank: int) -> dict:
+    t, step, tokens, samples = item
+    return {"v": 1, "k": "step", "t": t, "step": step, "rank": rank,
+            "tokens": tokens or None, "samples": samples or None}  # fmt: skip
 
 
 def _line(obj: dict) -> bytes:

@@ -13,7 +13,7 @@ global hooks are removed and one hook on that root stays.
 
 from __future__ import annotations
 
-import time
+from time import time as _now
 from typing import Any
 
 from trainmeter.agent import guard
@@ -46,6 +46,7 @@ class TorchTaps:
         self._handles: list = []
         self._root_handle = None
         self._autocast: dict[str, Any] = {}
+        self._push = agent.sender.put_step
 
     # -- attach / detach --------------------------------------------------------------------
     def attach(self) -> None:
@@ -96,10 +97,8 @@ class TorchTaps:
                 self._first_step(optimizer)
             a = self.agent
             a.step += 1
-            a.sender.queue.append(
-                {"v": 1, "k": "step", "t": time.time(), "step": a.step, "rank": a.rank,
-                 "tokens": self.tokens if self.samples else None, "samples": self.samples or None}
-            )  # fmt: skip
+            # A tuple, not a dict: the sender thread builds the record (see Sender.put_step).
+            self._push((_now(), a.step, self.tokens, self.samples))
             self.tokens = self.samples = 0
         except Exception as exc:
             self.off = True
@@ -110,15 +109,21 @@ class TorchTaps:
             return None
         try:
             if self.is_grad_enabled():  # eval under no_grad is not training tokens
-                self._count(args, kwargs)
+                x = args[0] if args else self._kw_tensor(kwargs)
+                if isinstance(x, self.tensor_type):
+                    shape = x.shape  # metadata only: no device sync
+                    self.samples += shape[0] if shape else 1
+                    if x.dtype in self.int_dtypes:
+                        self.tokens += x.numel()
         except Exception as exc:
             self.off = True
             guard.failed("forward hook", exc)
         return None
 
     def _count(self, args, kwargs) -> tuple[int, int]:
-        x = self._token_tensor(args, kwargs)
-        if x is None:
+        """Tokens and samples of one call (discovery path; the hot path inlines this)."""
+        x = args[0] if args else self._kw_tensor(kwargs)
+        if not isinstance(x, self.tensor_type):
             return 0, 0
         samples = x.shape[0] if x.dim() else 1
         tokens = x.numel() if x.dtype in self.int_dtypes else 0
@@ -128,13 +133,10 @@ class TorchTaps:
             self.seq_len = x.shape[-1]
         return tokens, samples
 
-    def _token_tensor(self, args, kwargs):
-        t = self.tensor_type
-        if args and isinstance(args[0], t):
-            return args[0]
+    def _kw_tensor(self, kwargs):
         for key in _TOKEN_KWARGS:
             value = kwargs.get(key) if kwargs else None
-            if isinstance(value, t):
+            if isinstance(value, self.tensor_type):
                 return value
         return None
 
