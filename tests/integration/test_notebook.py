@@ -210,3 +210,64 @@ def test_after_kill_9_of_the_kernel_the_supervisor_still_closes_the_log(tmp_path
     (log,) = (tmp_path / ".trainmeter" / "runs").glob("*/run.jsonl")
     last = json.loads(log.read_text().splitlines()[-1])
     assert last["k"] == "run_end" and last["status"] == "error"
+
+
+def _kernel():
+    from jupyter_client.manager import start_new_kernel
+
+    os.environ.update(_env())
+    return start_new_kernel(kernel_name="python3")
+
+
+def _run(kc, code, timeout=60):
+    """Execute ``code``; returns (reply content, stdout text)."""
+    out = []
+
+    def hook(msg):
+        if msg["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+    return reply["content"], "".join(out)
+
+
+def test_the_stop_button_ends_the_segment_as_interrupted_and_the_next_cell_continues(tmp_path):
+    km, kc = _kernel()
+    try:
+        _run(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
+        msg_id = kc.execute("%%trainmeter --no-widget\nimport time\nfor i in range(600):\n"
+                            "    time.sleep(0.1)")  # fmt: skip
+        time.sleep(2.0)
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=30)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        content, text = _run(kc, "%%trainmeter --no-widget\nx = 1")
+        assert content["status"] == "ok" and text.startswith("trainmeter: finished")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    (log,) = (tmp_path / ".trainmeter" / "runs").glob("*/run.jsonl")
+    ends = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [r["status"] for r in ends if r["k"] == "segment_end"] == ["interrupted", "ok"]
+
+
+def test_unload_stops_the_supervisor_and_reload_starts_a_fresh_one(tmp_path):
+    km, kc = _kernel()
+    try:
+        pid = "from trainmeter.jupyter import extension\nprint(extension.session().proc.pid)"
+        _run(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
+        first = int(_run(kc, pid)[1])
+        _run(kc, "%reload_ext trainmeter")
+        second = int(_run(kc, pid)[1])
+        assert second != first and not Path(f"/proc/{first}").exists()
+        _run(kc, "%unload_ext trainmeter")
+        time.sleep(0.5)
+        assert not Path(f"/proc/{second}").exists()
+        content, _ = _run(kc, "%%trainmeter\nx = 1")
+        assert content["status"] == "error"  # unloaded: the magic asks to load it again
+        assert "%load_ext trainmeter" in content["evalue"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
