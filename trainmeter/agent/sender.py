@@ -53,7 +53,8 @@ class Sender:
     @property
     def put_step(self):
         """``put_step((t, step, tokens, samples))``: the cheapest enqueue, for the step hook;
-        the sender thread turns the tuple into a ``step`` record."""
+        the sender thread sends a flush's steps as one ``steps`` batch (see
+        ``core.records.decode_wire``) which the supervisor expands into step records."""
         return self.queue.append
 
     def flush(self) -> bool:
@@ -126,14 +127,22 @@ class Sender:
     def _write_queued(self) -> None:
         if not self.queue:
             return
-        chunks = []
+        steps, chunks = [], []
         pop = self.queue.popleft
         while self.queue:
+            item = pop()
+            if type(item) is tuple:  # a step from the hook: batched as columns below
+                steps.append(item)
+                continue
             try:
-                item = pop()
-                chunks.append(_line(_step_record(item, self.rank) if type(item) is tuple else item))
+                chunks.append(_line(item))
             except (TypeError, ValueError):  # a value JSON cannot carry: drop that record only
                 guard.warn_once("sender-encode", "dropped a record that JSON cannot encode")
+        if steps:
+            t, step, tokens, samples = zip(*steps, strict=True)
+            batch = {"v": 1, "k": "steps", "rank": self.rank, "t": t, "step": step,
+                     "tokens": tokens, "samples": samples}  # fmt: skip
+            chunks.insert(0, _line(batch))
         self._connect().sendall(b"".join(chunks))
 
     @staticmethod
@@ -146,12 +155,6 @@ class Sender:
             buf += chunk
         acks = [json.loads(raw).get("ack") for raw in buf.split(b"\n") if raw.strip()]
         return want in acks
-
-
-def _step_record(item: tuple, rank: int) -> dict:
-    t, step, tokens, samples = item
-    return {"v": 1, "k": "step", "t": t, "step": step, "rank": rank,
-            "tokens": tokens or None, "samples": samples or None}  # fmt: skip
 
 
 def _line(obj: dict) -> bytes:

@@ -1,18 +1,27 @@
 """Passive taps on torch: the optimizer step clock and tokens per step from batch shapes.
 
 Attached by the agent when the user's code imports torch (never before). Costs per optimizer
-step (see benchmarks/agent_overhead.py): one global optimizer post-step hook and one forward
-pre-hook on the root model. Both read Python metadata only (``numel``, ``shape``, ``dtype``):
-never a tensor's value, so never a device synchronization (invariant 8).
+step (see benchmarks/agent_overhead.py): one global optimizer post-step hook, and a count of
+the root model's input tokens at each call. Both read Python metadata only (``numel``,
+``shape``, ``dtype``): never a tensor's value, so never a device synchronization (invariant 8).
 
 Discovery: until the first optimizer step, global module hooks note which modules run at the
 top of the call stack with gradients enabled, and how many tokens each was fed. At that step
 the root model is the top-level module sharing the most parameters with the optimizer; the
-global hooks are removed and one hook on that root stays.
+global hooks are removed.
+
+Counting tokens at the root: a module forward pre-hook would do, but any hook sends the module
+through ``Module._call_impl``'s slow path, which costs 7-9 us per call on a small CPU
+(measured in docs/performance.md), more than the whole budget. So the root's *class* gets a
+thin ``forward`` wrapper instead (``functools.wraps`` keeps the signature that HF Trainer
+inspects). It counts only for that one instance (an ``id`` check), only in eager mode (under
+``torch.compile`` tracing it steps aside), and is removed on detach. Instances are untouched:
+pickling, ``deepcopy`` and ``type(model)`` are exactly as without trainmeter.
 """
 
 from __future__ import annotations
 
+import functools
 from time import time as _now
 from typing import Any
 
@@ -44,7 +53,8 @@ class TorchTaps:
         self._depth = 0
         self._roots: dict[int, list] = {}  # id -> [module, tokens, samples] before the first step
         self._handles: list = []
-        self._root_handle = None
+        self._root_id: int | None = None
+        self._patched: tuple | None = None  # (class, had its own forward, that forward)
         self._autocast: dict[str, Any] = {}
         self._push = agent.sender.put_step
 
@@ -62,9 +72,7 @@ class TorchTaps:
         self.clock_id = None
         self._roots.clear()
         self._depth = 0
-        if self._root_handle is not None:
-            self._root_handle.remove()
-            self._root_handle = None
+        self._unwrap_forward()
         self._remove_global()
         self._handles = [
             mm.register_module_forward_pre_hook(self._g_pre),
@@ -76,10 +84,41 @@ class TorchTaps:
         self.clock_id = None
 
     def detach(self) -> None:
-        for h in (getattr(self, "_step_handle", None), self._root_handle):
-            if h is not None:
-                h.remove()
+        handle = getattr(self, "_step_handle", None)
+        if handle is not None:
+            handle.remove()
+        self._unwrap_forward()
         self._remove_global()
+
+    def _wrap_forward(self, root) -> None:
+        """Count ``root``'s input tokens from a wrapper on its class's ``forward``."""
+        self._unwrap_forward()
+        cls = type(root)
+        orig = cls.forward
+        compiler = getattr(self.torch, "compiler", None)
+        is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+        on_forward = self._on_forward
+        taps = self
+
+        @functools.wraps(orig)
+        def forward(module, *args, **kwargs):
+            if id(module) == taps._root_id and not is_compiling():
+                on_forward(module, args, kwargs)
+            return orig(module, *args, **kwargs)
+
+        self._patched = (cls, "forward" in cls.__dict__, cls.__dict__.get("forward"))
+        self._root_id = id(root)
+        cls.forward = forward
+
+    def _unwrap_forward(self) -> None:
+        if self._patched is not None:
+            cls, had_own, own = self._patched
+            if had_own:
+                cls.forward = own
+            else:
+                del cls.forward
+            self._patched = None
+        self._root_id = None
 
     def _remove_global(self) -> None:
         for h in self._handles:
@@ -188,7 +227,7 @@ class TorchTaps:
         if best is None:
             return
         root, self.tokens, self.samples = best
-        self._root_handle = root.register_forward_pre_hook(self._on_forward, with_kwargs=True)
+        self._wrap_forward(root)
         self.agent.put_model(self._model_fields(root))
 
     def _model_fields(self, root) -> dict[str, Any]:

@@ -99,6 +99,36 @@ def validate(rec: Any) -> dict[str, Any]:
     return rec
 
 
+def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
+    """Parse one line from an agent: a record, or a ``steps`` batch expanded to step records.
+
+    A ``steps`` batch (wire only, never in the run log) carries the steps one agent flush
+    collected as columns: ``{"v", "k": "steps", "rank", "t": [...], "step": [...],
+    "tokens": [...], "samples": [...]}``; encoding columns costs the training process far
+    less than one JSON object per step (docs/performance.md).
+
+    Raises:
+        RecordError: invalid JSON, an invalid record, or ragged columns.
+    """
+    try:
+        rec = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordError(f"not JSON: {exc}") from None
+    if not isinstance(rec, dict) or rec.get("k") != "steps":
+        return [validate(rec)]
+    cols = [rec.get(c) for c in ("t", "step", "tokens", "samples")]
+    if not all(isinstance(c, list) for c in cols) or len({len(c) for c in cols}) != 1:
+        raise RecordError(
+            "steps batch: 't', 'step', 'tokens', 'samples' must be equal-length lists"
+        )
+    rank = rec.get("rank", 0)
+    out = []
+    for t, n, tok, smp in zip(*cols, strict=True):
+        step = {"v": rec.get("v"), "k": "step", "t": t, "step": n, "rank": rank}
+        out.append(validate({**step, "tokens": tok or None, "samples": smp or None}))
+    return out
+
+
 def _is(value: Any, types: tuple[type, ...]) -> bool:
     if isinstance(value, bool):  # bool is an int subclass; never a count or a time
         return False

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from trainmeter.core.records import RecordError, decode
+from trainmeter.core.records import RecordError, decode_wire
 from trainmeter.supervisor.live import Live
 
 SUBSCRIBE_HZ = 4.0  # snapshot pushes per second at most (iopub allows far more; people read ~4/s)
@@ -106,7 +106,8 @@ class _Handler(socketserver.StreamRequestHandler):
                     self._send({"ack": msg.get("id")})
                 continue
             try:
-                live.ingest(decode(line))
+                for rec in decode_wire(line):
+                    live.ingest(rec)
             except RecordError as exc:
                 bad += 1
                 if bad == 1:

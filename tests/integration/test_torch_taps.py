@@ -1,0 +1,96 @@
+"""The root-model token counter leaves the model as it was: signature, pickling, copies, and
+the class itself after detach (the wrapper lives on the class; see torch_taps' docstring)."""
+
+import collections
+import copy
+import inspect
+import io
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from trainmeter.agent.torch_taps import TorchTaps  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 8)
+        self.out = torch.nn.Linear(8, 20)
+
+    def forward(self, idx, labels=None):
+        return self.out(self.emb(idx))
+
+
+class _Agent:
+    armed, step, rank = True, 0, 0
+
+    def __init__(self):
+        self.sender = type("S", (), {"put_step": collections.deque().append})()
+        self.models = []
+
+    def put_model(self, fields):
+        self.models.append(fields)
+
+
+@pytest.fixture
+def taps():
+    t = TorchTaps(_Agent(), torch)
+    t.attach()
+    yield t
+    t.detach()
+
+
+def _train_step(model, opt, x):
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def test_the_root_is_found_and_its_tokens_counted_per_step(taps):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    model(torch.zeros(2, 7, dtype=torch.long)).sum().backward()
+    model(idx=torch.zeros(1, 4, dtype=torch.long)).sum().backward()  # by keyword
+    assert (taps.tokens, taps.samples) == (2 * 7 + 1 * 4, 2 + 1)  # two micro-batches, by hand
+    assert taps.agent.models[0]["params"] == 20 * 8 + 8 * 20 + 20
+
+
+def test_copies_and_other_instances_of_the_class_are_not_counted(taps):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    ema = copy.deepcopy(model)
+    ema(torch.zeros(9, 9, dtype=torch.long)).sum().backward()
+    Net()(torch.zeros(9, 9, dtype=torch.long)).sum().backward()
+    assert taps.tokens == 0
+
+
+def test_signature_pickle_and_outputs_are_unchanged(taps):
+    model = Net()
+    before = inspect.signature(Net.forward)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    assert inspect.signature(model.forward) == inspect.signature(Net().forward)
+    assert inspect.signature(Net.forward) == before  # what HF Trainer inspects
+    buf = io.BytesIO()
+    torch.save(model, buf)  # a whole-module pickle holds no trainmeter object
+    assert b"trainmeter" not in buf.getvalue()
+    x = torch.arange(6).reshape(2, 3)
+    assert torch.equal(model(x), Net.__dict__["forward"].__wrapped__(model, x))
+
+
+def test_detach_restores_the_class(taps):
+    own = Net.__dict__["forward"]
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    assert Net.__dict__["forward"] is not own
+    taps.detach()
+    assert Net.__dict__["forward"] is own
+    seq = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    assert "forward" in torch.nn.Sequential.__dict__ and seq(torch.ones(1, 2)).shape == (1, 2)
