@@ -1,8 +1,12 @@
 """The agent inside a real training process (started by ``tm``): step clock, tokens per step,
 model facts, and invariant 1 (an internal failure never reaches the loop)."""
 
+import os
+import subprocess
+import sys
+
 import pytest
-from conftest import FIXTURES, losses, read_log, run_plain, run_tm
+from conftest import FIXTURES, _env, losses, read_log, run_plain, run_tm
 
 pytestmark = pytest.mark.slow
 TINY = FIXTURES / "tiny_train.py"
@@ -63,3 +67,29 @@ def test_an_internal_failure_warns_once_and_leaves_the_loop_untouched(workdir, e
     warnings = [ln for ln in watched.stderr.splitlines() if "internal error" in ln]
     assert len(warnings) == 1, watched.stderr
     assert "forced failure" in warnings[0] or "Error" in warnings[0]
+
+
+def test_a_child_whose_supervisor_is_gone_trains_unchanged_with_one_warning(workdir):
+    from trainmeter.supervisor.launcher import child_env
+
+    plain = run_plain([TINY, "--steps", "6"], workdir)
+    env = child_env(str(workdir / "no-such.sock"), base=_env())
+    out = subprocess.run([sys.executable, TINY, "--steps", "6"], cwd=workdir, env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0
+    assert losses(out.stdout) == losses(plain.stdout)
+    assert len([ln for ln in out.stderr.splitlines() if "[trainmeter]" in ln]) == 1
+
+
+def test_a_broken_trainmeter_install_never_stops_the_child(workdir):
+    from trainmeter.supervisor.launcher import child_env
+
+    fake = workdir / "fake" / "trainmeter"
+    (fake / "agent").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "agent" / "__init__.py").write_text("raise ImportError('half-installed')\n")
+    env = child_env(str(workdir / "x.sock"), base=_env())
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"].split(os.pathsep)[0], str(fake.parent)])
+    out = subprocess.run([sys.executable, "-c", "print('trained')"], cwd=workdir, env=env,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and out.stdout == "trained\n" and out.stderr == ""

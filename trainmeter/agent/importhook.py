@@ -30,6 +30,13 @@ def when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
         sys.meta_path.insert(0, _Finder())
 
 
+def cancel(name: str, callback: Callable[[ModuleType], None]) -> None:
+    """Forget a callback that has not run yet (the agent was uninstalled first)."""
+    waiting = _callbacks.get(name, [])
+    if callback in waiting:
+        waiting.remove(callback)
+
+
 def _run(name: str, callback: Callable[[ModuleType], None], module: ModuleType) -> None:
     try:
         callback(module)

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from trainmeter.agent import guard
-from trainmeter.agent.importhook import when_imported
+from trainmeter.agent.importhook import cancel, when_imported
 from trainmeter.agent.sender import Sender
 
 ENV_SOCKET = "TRAINMETER_SOCKET"
@@ -77,6 +77,7 @@ class Agent:
         self.torch_taps = taps
 
     def close(self) -> None:
+        cancel("torch", self.attach_torch)
         if self.torch_taps is not None:
             self.torch_taps.detach()
         self.sender.close()

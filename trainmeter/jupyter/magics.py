@@ -46,7 +46,8 @@ class TrainmeterMagics(Magics):
     def _cell(self, s, args, cell: str):
         opts = _opts(args)  # bad values raise UsageError-like ValueError before anything starts
         info = s.request("segment_start", name=args.name or "notebook", opts=opts, new=args.new)
-        s.agent.arm(new_run=info["segment"] == 1)
+        if s.agent is not None:  # None only if the agent failed to start (it said so once)
+            s.agent.arm(new_run=info["segment"] == 1)
         widget = bridge = None
         if not args.no_widget:
             from trainmeter.jupyter.bridge import Bridge
@@ -89,8 +90,9 @@ class TrainmeterMagics(Magics):
         elif error is not None:
             status = "error"
         try:
-            s.agent.sender.sync()
-            s.agent.disarm()
+            if s.agent is not None:
+                s.agent.sender.sync()
+                s.agent.disarm()
             text = f"{type(error).__name__}: {error}" if error is not None else None
             reply = s.request("segment_end", status=status, error=text)
             if bridge is not None:
