@@ -8,12 +8,11 @@ synchronize the device (invariant 8). Never raises (invariant 1).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from trainmeter.agent import guard, runtime
 
 
-def emit(step: int | None = None, **series: Any) -> None:
+def emit(step: int | None = None, **series: object) -> None:
     """Record named scalar series at ``step``.
 
     Args:
@@ -42,7 +41,7 @@ def emit(step: int | None = None, **series: Any) -> None:
         guard.failed("emit", exc)
 
 
-def _host_number(name: str, value: Any) -> float | None:
+def _host_number(name: str, value: object) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):

@@ -8,7 +8,6 @@ module is already imported, the callback runs at once.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.util
 import sys
 from collections.abc import Callable
@@ -44,7 +43,7 @@ def _run(name: str, callback: Callable[[ModuleType], None], module: ModuleType) 
         guard.failed(f"attach to {name}", exc)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:  # a meta path finder needs only find_spec
     def __init__(self) -> None:
         self._busy: set[str] = set()
 
@@ -64,7 +63,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
     """Delegates to the real loader, then runs the callbacks for the module."""
 
     def __init__(self, loader, name: str) -> None:

@@ -7,16 +7,13 @@ for the user's code to import torch before attaching any tap.
 
 from __future__ import annotations
 
-import atexit
 import os
-import socket
-import sys
 import time
-from typing import Any
 
 from trainmeter.agent import guard
-from trainmeter.agent.importhook import cancel, when_imported
-from trainmeter.agent.sender import Sender
+
+# Imported by every `import trainmeter` (emit lives here): the socket, JSON and import-hook
+# machinery load only when an agent is installed, so a plain script pays ~nothing.
 
 ENV_SOCKET = "TRAINMETER_SOCKET"
 ENV_NO_TAP = "TRAINMETER_NO_TAP"
@@ -34,6 +31,11 @@ class Agent:
     """
 
     def __init__(self, socket_path: str, armed: bool = True) -> None:
+        import socket
+        import sys
+
+        from trainmeter.agent.sender import Sender
+
         self.rank = _env_int("RANK", 0)
         self.world_size = _env_int("WORLD_SIZE", 1)
         self.armed = armed
@@ -48,12 +50,12 @@ class Agent:
         self._hello = {k: v for k, v in hello.items() if k != "ctl"}
         self.put("agent_hello", **self._hello)
 
-    def put(self, kind: str, **fields: Any) -> None:
+    def put(self, kind: str, **fields: object) -> None:
         """Queue one record stamped now (dropped while disarmed)."""
         if self.armed:
             self.sender.put({"v": 1, "k": kind, "t": time.time(), **fields})
 
-    def put_model(self, fields: dict[str, Any]) -> None:
+    def put_model(self, fields: dict[str, object]) -> None:
         self.put("model", rank=self.rank, **fields)
 
     def arm(self, new_run: bool = False) -> None:
@@ -77,6 +79,8 @@ class Agent:
         self.torch_taps = taps
 
     def close(self) -> None:
+        from trainmeter.agent.importhook import cancel
+
         cancel("torch", self.attach_torch)
         if self.torch_taps is not None:
             self.torch_taps.detach()
@@ -89,6 +93,10 @@ def install(socket_path: str, armed: bool = True, taps: bool = True) -> Agent | 
     if _agent is not None:
         return _agent
     try:
+        import atexit
+
+        from trainmeter.agent.importhook import when_imported
+
         _agent = Agent(socket_path, armed=armed)
         if taps:
             when_imported("torch", _agent.attach_torch)
