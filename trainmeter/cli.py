@@ -48,8 +48,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="device name to look up in the peaks table")
     p.add_argument("--dir", default=None, help="where .trainmeter runs go (default ./.trainmeter)")
     p.add_argument("--no-tap", action="store_true", help="no automatic taps (emit() only)")
-    p.add_argument("--no-web", action="store_true", help="serve no dashboard page")
-    p.add_argument("--port", type=int, help="dashboard port (default: the next free one)")
+    no_web = "serve no dashboard page (accepted; the page is not served yet)"
+    p.add_argument("--no-web", action="store_true", help=no_web)
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     p.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return p
@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
         _run_parser().print_usage(sys.stderr)
+        print("tm: nothing to run: give a script (tm train.py) or a command (tm -- CMD)",
+              file=sys.stderr)  # fmt: skip
         return 2
     if args.command[:1] != ["--"]:
         err = _script_error(cmd[0])
@@ -140,7 +142,7 @@ def _ls(argv: list[str]) -> int:
         sorted(d for d in base.glob("*") if (d / "run.jsonl").is_file()) if base.is_dir() else []
     )
     if not folders:
-        print(f"no runs under {base}")
+        print(f"no runs under {base.resolve()}")
         return 0
     for d in folders:
         with open(d / "run.jsonl", "rb") as f:

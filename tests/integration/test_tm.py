@@ -57,6 +57,7 @@ def test_a_failing_script_keeps_its_exit_code_and_traceback_and_the_log_closes(w
     assert log[-1]["exit_code"] == 1
     snap = json.loads(run_tm(["replay", "--json"], workdir).stdout)
     assert snap["step"] == 5 and snap["run"]["state"] == "failed"
+    assert run_tm(["replay"], workdir).stdout.startswith("trainmeter: failed (exit 1) · 5 steps")
 
 
 SLEEPER = """
@@ -131,6 +132,11 @@ def test_a_non_python_child_runs_and_the_summary_says_no_agent_connected(workdir
     out = run_tm(["--", "sh", "-c", "echo hi; exit 3"], workdir)
     assert out.returncode == 3 and out.stdout == "hi\n"
     assert "no agent connected" in out.stderr
+
+
+def test_no_command_says_what_is_missing(workdir):
+    out = run_tm([], workdir)
+    assert out.returncode == 2 and "nothing to run" in out.stderr
 
 
 def test_a_script_that_is_not_there_is_named(workdir):

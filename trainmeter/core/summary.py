@@ -16,8 +16,11 @@ def summary_line(snap: dict[str, Any]) -> str:
     run = snap.get("run") or {}
     conv = snap.get("convention") or "?"
     fpt = (snap.get("flops_per_token") or {}).get(conv)
+    state = run.get("state", "idle")
+    if run.get("exit_code"):
+        state += f" (exit {run['exit_code']})"
     parts = [
-        f"trainmeter: {run.get('state', 'idle')}",
+        f"trainmeter: {state}",
         f"{snap.get('step', 0)} steps",
         f"{format_si(snap.get('tokens'), 'tokens')}",
         f"{format_si(snap.get('tokens_per_s_avg'), 'tokens/s')}",
