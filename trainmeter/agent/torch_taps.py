@@ -53,7 +53,6 @@ class TorchTaps:
         self._depth = 0
         self._roots: dict[int, list] = {}  # id -> [module, tokens, samples] before the first step
         self._handles: list = []
-        self._root_id: int | None = None
         self._patched: tuple | None = None  # (class, had its own forward, that forward)
         self._autocast: dict[str, Any] = {}
         self._push = agent.sender.put_step
@@ -91,23 +90,36 @@ class TorchTaps:
         self._remove_global()
 
     def _wrap_forward(self, root) -> None:
-        """Count ``root``'s input tokens from a wrapper on its class's ``forward``."""
+        """Count ``root``'s input tokens from a wrapper on its class's ``forward``.
+
+        The hot path of the agent (once per forward): everything it needs is bound in the
+        closure, since attribute and method lookups are what a cold call pays for.
+        """
         self._unwrap_forward()
         cls = type(root)
         orig = cls.forward
         compiler = getattr(self.torch, "compiler", None)
         is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
-        on_forward = self._on_forward
-        taps = self
+        grad_enabled, tensor, ints = self.is_grad_enabled, self.tensor_type, self.int_dtypes
+        root_id, taps = id(root), self
 
         @functools.wraps(orig)
         def forward(module, *args, **kwargs):
-            if id(module) == taps._root_id and not is_compiling():
-                on_forward(module, args, kwargs)
+            # eval under no_grad is not training tokens; under torch.compile tracing, step aside
+            if id(module) == root_id and grad_enabled() and not taps.off and not is_compiling():
+                try:
+                    x = args[0] if args else taps._kw_tensor(kwargs)
+                    if isinstance(x, tensor):
+                        shape = x.shape  # metadata only: no device sync
+                        taps.samples += shape[0] if shape else 1
+                        if x.dtype in ints:
+                            taps.tokens += x.numel()
+                except Exception as exc:
+                    taps.off = True
+                    guard.failed("forward hook", exc)
             return orig(module, *args, **kwargs)
 
         self._patched = (cls, "forward" in cls.__dict__, cls.__dict__.get("forward"))
-        self._root_id = id(root)
         cls.forward = forward
 
     def _unwrap_forward(self) -> None:
@@ -118,7 +130,6 @@ class TorchTaps:
             else:
                 del cls.forward
             self._patched = None
-        self._root_id = None
 
     def _remove_global(self) -> None:
         for h in self._handles:
@@ -143,24 +154,8 @@ class TorchTaps:
             self.off = True
             guard.failed("optimizer step hook", exc)
 
-    def _on_forward(self, module, args, kwargs) -> None:
-        if self.off:
-            return None
-        try:
-            if self.is_grad_enabled():  # eval under no_grad is not training tokens
-                x = args[0] if args else self._kw_tensor(kwargs)
-                if isinstance(x, self.tensor_type):
-                    shape = x.shape  # metadata only: no device sync
-                    self.samples += shape[0] if shape else 1
-                    if x.dtype in self.int_dtypes:
-                        self.tokens += x.numel()
-        except Exception as exc:
-            self.off = True
-            guard.failed("forward hook", exc)
-        return None
-
     def _count(self, args, kwargs) -> tuple[int, int]:
-        """Tokens and samples of one call (discovery path; the hot path inlines this)."""
+        """Tokens and samples of one call (discovery; the forward wrapper inlines the same)."""
         x = args[0] if args else self._kw_tensor(kwargs)
         if not isinstance(x, self.tensor_type):
             return 0, 0
