@@ -121,9 +121,11 @@ def _pieces() -> dict:
 
     _, (torch, model, opt, x) = _loop(10)
 
+    queue: collections.deque = collections.deque(maxlen=1000)
+
     class _Agent:
         armed, step, rank = True, 0, 0
-        sender = type("S", (), {"put_step": collections.deque(maxlen=1000).append})()
+        sender = type("S", (), {"put_step": queue.append, "queue": queue})()
 
         def put_model(self, fields):
             pass
@@ -158,7 +160,8 @@ def _pieces() -> dict:
 
     s = Sender.__new__(Sender)  # no thread, no socket: only the encoding path
     s.queue, s.rank, s._sock, s._hello = collections.deque(), 0, _Sink(), {}
-    items = [(time.time() + i, i, 32, 4) for i in range(1000)]
+    items = [(time.time() + i, i, 0, 0, [x]) for i in range(1000)]  # inputs counted here
+    s.count_inputs = TorchTaps(_Agent(), torch)._count_inputs
     spent = 0.0
     for _ in range(50):
         s.queue.extend(items)
@@ -197,8 +200,11 @@ def main(argv=None) -> int:
     )
     print(f"                   sender encoding {pc['encode'] * us:.2f} us per step (sender thread)")
     print(f"                   sum {own * us:.2f} us")
-    print(f"for reference      a no-op module forward pre-hook adds "
-          f"{pc['noop_module_hook'] * us:.2f} us per forward (A/B on calls; why the agent uses none)")  # fmt: skip
+    hook = pc["noop_module_hook"] * us
+    print(
+        f"for reference      a no-op module forward pre-hook adds {hook:.2f} us per forward"
+        " (A/B on calls; why the agent uses none)"
+    )
     return 0
 
 

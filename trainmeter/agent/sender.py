@@ -52,9 +52,10 @@ class Sender:
 
     @property
     def put_step(self):
-        """``put_step((t, step, tokens, samples))``: the cheapest enqueue, for the step hook;
-        the sender thread sends a flush's steps as one ``steps`` batch (see
-        ``core.records.decode_wire``) which the supervisor expands into step records."""
+        """``put_step((t, step, tokens, samples, inputs))``: the cheapest enqueue, for the step
+        hook. The sender thread adds ``count_inputs(inputs)`` (the torch taps' metadata count of
+        the step's input tensors) and sends a flush's steps as one ``steps`` batch (see
+        ``core.records.decode_wire``), which the supervisor expands into step records."""
         return self.queue.append
 
     def flush(self) -> bool:
@@ -139,11 +140,23 @@ class Sender:
             except (TypeError, ValueError):  # a value JSON cannot carry: drop that record only
                 guard.warn_once("sender-encode", "dropped a record that JSON cannot encode")
         if steps:
-            t, step, tokens, samples = zip(*steps, strict=True)
+            t, step, tokens, samples = zip(*map(self._counted, steps), strict=True)
             batch = {"v": 1, "k": "steps", "rank": self.rank, "t": t, "step": step,
                      "tokens": tokens, "samples": samples}  # fmt: skip
             chunks.insert(0, _line(batch))
         self._connect().sendall(b"".join(chunks))
+
+    def _counted(self, item: tuple) -> tuple:
+        t, step, tokens, samples, inputs = item
+        if inputs:
+            more_tokens, more_samples = self.count_inputs(inputs)
+            tokens, samples = tokens + more_tokens, samples + more_samples
+        return t, step, tokens, samples
+
+    @staticmethod
+    def count_inputs(inputs) -> tuple[int, int]:
+        """Replaced by the torch taps when they attach."""
+        return 0, 0
 
     @staticmethod
     def _read_ack(sock: socket.socket, want: int) -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 from trainmeter.agent import guard
 from trainmeter.agent.describe import describe
 
+MAX_DEFERRED = 256  # queued records beyond which a step's inputs are counted at once
 _TOKEN_KWARGS = ("input_ids", "idx", "tokens", "input", "x")
 
 
@@ -55,7 +56,10 @@ class TorchTaps:
         self._handles: list = []
         self._patched: tuple | None = None  # (class, had its own forward, that forward)
         self._autocast: dict[str, Any] = {}
+        self.inputs: list = []  # the root's token tensors since the last step, counted later
         self._push = agent.sender.put_step
+        self._queue = agent.sender.queue
+        agent.sender.count_inputs = self._count_inputs
 
     # -- attach / detach --------------------------------------------------------------------
     def attach(self) -> None:
@@ -100,7 +104,7 @@ class TorchTaps:
         orig = cls.forward
         compiler = getattr(self.torch, "compiler", None)
         is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
-        grad_enabled, tensor, ints = self.is_grad_enabled, self.tensor_type, self.int_dtypes
+        grad_enabled, tensor = self.is_grad_enabled, self.tensor_type
         root_id, taps = id(root), self
 
         @functools.wraps(orig)
@@ -110,10 +114,7 @@ class TorchTaps:
                 try:
                     x = args[0] if args else taps._kw_tensor(kwargs)
                     if isinstance(x, tensor):
-                        shape = x.shape  # metadata only: no device sync
-                        taps.samples += shape[0] if shape else 1
-                        if x.dtype in ints:
-                            taps.tokens += x.numel()
+                        taps.inputs.append(x)  # counted off the hot path (_count_inputs)
                 except Exception as exc:
                     taps.off = True
                     guard.failed("forward hook", exc)
@@ -147,12 +148,30 @@ class TorchTaps:
                 self._first_step(optimizer)
             a = self.agent
             a.step += 1
-            # A tuple, not a dict: the sender thread builds the record (see Sender.put_step).
-            self._push((_now(), a.step, self.tokens, self.samples))
+            inputs, self.inputs = self.inputs, []
+            if len(self._queue) > MAX_DEFERRED:  # the sender lags: hold no tensor longer
+                tokens, samples = self._count_inputs(inputs)
+                inputs = ()
+                self.tokens, self.samples = self.tokens + tokens, self.samples + samples
+            # A tuple, not a dict: the sender thread builds the record and counts the inputs'
+            # tokens (metadata reads cost microseconds each here; see Sender.put_step).
+            self._push((_now(), a.step, self.tokens, self.samples, inputs))
             self.tokens = self.samples = 0
         except Exception as exc:
             self.off = True
             guard.failed("optimizer step hook", exc)
+
+    def _count_inputs(self, inputs) -> tuple[int, int]:
+        """(tokens, samples) of the root's inputs: metadata only (``numel``, ``shape``,
+        ``dtype``), so safe from the sender thread and never a device sync."""
+        tokens = samples = 0
+        ints = self.int_dtypes
+        for x in inputs:
+            shape = x.shape
+            samples += shape[0] if shape else 1
+            if x.dtype in ints:
+                tokens += x.numel()
+        return tokens, samples
 
     def _count(self, args, kwargs) -> tuple[int, int]:
         """Tokens and samples of one call (discovery; the forward wrapper inlines the same)."""
