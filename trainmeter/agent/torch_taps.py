@@ -28,7 +28,9 @@ from typing import Any
 from trainmeter.agent import guard
 from trainmeter.agent.describe import describe
 
-MAX_DEFERRED = 256  # queued records beyond which a step's inputs are counted at once
+# Token tensors kept for the sender to count may outlive their step until the next flush
+# (0.1 s); past this many bytes of them in the queue, a step's inputs are counted at once.
+DEFER_BYTES = 16 << 20
 _TOKEN_KWARGS = ("input_ids", "idx", "tokens", "input", "x")
 
 
@@ -57,6 +59,7 @@ class TorchTaps:
         self._patched: tuple | None = None  # (class, had its own forward, that forward)
         self._autocast: dict[str, Any] = {}
         self.inputs: list = []  # the root's token tensors since the last step, counted later
+        self.max_deferred = 32  # steps; set from the first batch's size (DEFER_BYTES)
         self._push = agent.sender.put_step
         self._queue = agent.sender.queue
         agent.sender.count_inputs = self._count_inputs
@@ -149,7 +152,7 @@ class TorchTaps:
             a = self.agent
             a.step += 1
             inputs, self.inputs = self.inputs, []
-            if len(self._queue) > MAX_DEFERRED:  # the sender lags: hold no tensor longer
+            if len(self._queue) > self.max_deferred:  # hold no more tensors: count them now
                 tokens, samples = self._count_inputs(inputs)
                 inputs = ()
                 self.tokens, self.samples = self.tokens + tokens, self.samples + samples
@@ -241,6 +244,8 @@ class TorchTaps:
         if best is None:
             return
         root, self.tokens, self.samples = best
+        step_bytes = 8 * max(self.tokens, 1)  # int64 token ids of one optimizer step
+        self.max_deferred = max(1, min(1024, DEFER_BYTES // step_bytes))
         self._wrap_forward(root)
         self.agent.put_model(self._model_fields(root))
 
