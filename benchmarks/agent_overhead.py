@@ -30,28 +30,27 @@ WARMUP = 300
 BLOCK = 100  # steps per alternating block
 
 
-def _loop(steps: int):
+def _setup():
+    """The measured loop's model, optimizer and batch (one thread, seeded)."""
     import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(64, 16), torch.nn.Linear(16, 16))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randint(0, 64, (4, 8))
+    return torch, model, opt, torch.randint(0, 64, (4, 8))
 
-    def run(n):
-        wall = []
-        cpu0 = time.process_time()
-        for _ in range(n):
-            t0 = time.perf_counter()
-            model(x).sum().backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            wall.append(time.perf_counter() - t0)
-        return statistics.median(wall), (time.process_time() - cpu0) / n
 
-    run(WARMUP)
-    return run(steps), (torch, model, opt, x)
+def _median_step(model, opt, x, n: int) -> float:
+    """Median wall seconds of ``n`` training steps."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def _supervisor(tmp: str):
@@ -75,31 +74,19 @@ def _supervisor(tmp: str):
 def _paired(blocks: int, tmp: str) -> tuple[list[float], list[float]]:
     from trainmeter.agent import runtime
 
-    _, (_, model, opt, x) = _loop(10)
+    _, model, opt, x = _setup()
+    _median_step(model, opt, x, WARMUP)
     proc, path = _supervisor(tmp)
     agent = runtime.install(path)  # torch is imported: the taps attach now
     taps = agent.torch_taps
 
-    def block():
-        times = []
-        for _ in range(BLOCK):
-            t0 = time.perf_counter()
-            model(x).sum().backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
-
     off, on = [], []
     for _ in range(blocks):
         taps.detach()
-        off.append(block())
+        off.append(_median_step(model, opt, x, BLOCK))
         taps.attach()
-        for _ in range(2):  # re-discovery after attach: not steady-state steps
-            model(x).sum().backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        on.append(block())
+        _median_step(model, opt, x, 2)  # re-discovery after attach: not steady-state steps
+        on.append(_median_step(model, opt, x, BLOCK))
     agent.sender.sync()
     runtime.uninstall()
     proc.terminate()
@@ -119,7 +106,7 @@ def _pieces() -> dict:
     from trainmeter.agent.sender import Sender
     from trainmeter.agent.torch_taps import TorchTaps
 
-    _, (torch, model, opt, x) = _loop(10)
+    torch, model, opt, x = _setup()
 
     queue: collections.deque = collections.deque(maxlen=1000)
 
