@@ -271,3 +271,30 @@ def test_unload_stops_the_supervisor_and_reload_starts_a_fresh_one(tmp_path):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_torch_imported_first_and_plain_cells_between_are_not_counted(tmp_path):
+    km, kc = _kernel()
+    setup = (
+        "import torch\ntorch.manual_seed(0)\n"
+        "m = torch.nn.Sequential(torch.nn.Embedding(9, 4), torch.nn.Linear(4, 9))\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "def train(n):\n"
+        "    for _ in range(n):\n"
+        "        m(torch.zeros(2, 3, dtype=torch.long)).sum().backward()\n"
+        "        opt.step(); opt.zero_grad()\n"
+    )
+    try:
+        _run(kc, f"import os; os.chdir({str(tmp_path)!r})\n{setup}")
+        _run(kc, "%load_ext trainmeter")
+        _run(kc, "train(3)")  # not under %%trainmeter: not part of any run
+        assert _run(kc, "%%trainmeter --no-widget\ntrain(4)")[0]["status"] == "ok"
+        _run(kc, "train(5)")
+        assert _run(kc, "%%trainmeter --no-widget\ntrain(2)")[0]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    (log,) = (tmp_path / ".trainmeter" / "runs").glob("*/run.jsonl")
+    steps = [json.loads(x) for x in log.read_text().splitlines() if '"k":"step"' in x]
+    assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]  # 4 + 2, the plain cells left out
+    assert [s["tokens"] for s in steps] == [6] * 6  # 2 x 3 each, by hand

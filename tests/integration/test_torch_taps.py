@@ -39,7 +39,7 @@ class _Agent:
 
 @pytest.fixture
 def taps():
-    t = TorchTaps(_Agent(), torch)
+    t = TorchTaps(_Agent(), torch)  # an armed agent, as under tm
     t.attach()
     yield t
     t.detach()
@@ -99,3 +99,29 @@ def test_detach_restores_the_class(taps):
     assert Net.__dict__["forward"] is own
     seq = torch.nn.Sequential(torch.nn.Linear(2, 2))
     assert "forward" in torch.nn.Sequential.__dict__ and seq(torch.ones(1, 2)).shape == (1, 2)
+
+
+def test_between_notebook_cells_nothing_is_hooked_held_or_counted(taps):
+    import torch.nn.modules.module as mm
+
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    own = Net.__dict__["forward"]
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    taps.pause()  # the cell ended
+    assert Net.__dict__["forward"] is own and not mm._global_forward_pre_hooks
+    model(torch.zeros(2, 2, dtype=torch.long)).sum().backward()  # a plain cell trains
+    assert taps.inputs == [] and taps._roots == {}
+    taps.new_segment()  # the next %%trainmeter cell: the known root is counted again
+    model(torch.zeros(2, 3, dtype=torch.long)).sum().backward()
+    assert taps._count_inputs(taps.inputs) == (6, 2)
+
+
+def test_forwards_without_a_step_are_folded_into_counts_not_kept(taps):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    for _ in range(200):
+        model(torch.zeros(1, 2, dtype=torch.long))
+    assert len(taps.inputs) <= 65
+    assert taps.tokens + taps._count_inputs(taps.inputs)[0] == 200 * 2

@@ -70,6 +70,8 @@ class Agent:
 
     def disarm(self) -> None:
         self.armed = False
+        if self.torch_taps is not None:
+            self.torch_taps.pause()
 
     def attach_torch(self, torch) -> None:
         from trainmeter.agent.torch_taps import TorchTaps

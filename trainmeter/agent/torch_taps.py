@@ -22,6 +22,7 @@ pickling, ``deepcopy`` and ``type(model)`` are exactly as without trainmeter.
 from __future__ import annotations
 
 import functools
+import weakref
 from time import time as _now
 from typing import Any
 
@@ -31,6 +32,7 @@ from trainmeter.agent.describe import describe
 # Token tensors kept for the sender to count may outlive their step until the next flush
 # (0.1 s); past this many bytes of them in the queue, a step's inputs are counted at once.
 DEFER_BYTES = 16 << 20
+MAX_INPUTS = 64  # forwards without an optimizer step before their inputs are counted at once
 _TOKEN_KWARGS = ("input_ids", "idx", "tokens", "input", "x")
 
 
@@ -57,6 +59,7 @@ class TorchTaps:
         self._roots: dict[int, list] = {}  # id -> [module, tokens, samples] before the first step
         self._handles: list = []
         self._patched: tuple | None = None  # (class, had its own forward, that forward)
+        self._root = None  # weakref to the root model once found
         self._autocast: dict[str, Any] = {}
         self.inputs: list = []  # the root's token tensors since the last step, counted later
         self.max_deferred = 32  # steps; set from the first batch's size (DEFER_BYTES)
@@ -69,15 +72,19 @@ class TorchTaps:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self._step_handle = register_optimizer_step_post_hook(self._on_step)
-        self.rediscover()
+        if self.agent.armed:  # a disarmed kernel agent discovers when a cell arms it
+            self.rediscover()
 
     def rediscover(self) -> None:
         """Forget the root model and the clock optimizer; find them again (a new run)."""
         from torch.nn.modules import module as mm
 
         self.clock_id = None
+        self._root = None
+        self._autocast = {}
         self._roots.clear()
         self._depth = 0
+        self._forget_counts()
         self._unwrap_forward()
         self._remove_global()
         self._handles = [
@@ -88,6 +95,23 @@ class TorchTaps:
     def new_segment(self) -> None:
         """A new %%trainmeter cell: the first optimizer to step in it becomes the clock."""
         self.clock_id = None
+        self._forget_counts()
+        root = self._root() if self._root is not None else None
+        if root is None:
+            self.rediscover()  # no root yet (or it is gone): discover at this cell's first step
+        elif self._patched is None:
+            self._wrap_forward(root)
+
+    def pause(self) -> None:
+        """Between notebook cells: count nothing, hold no tensor or module, add no hook."""
+        self._unwrap_forward()
+        self._remove_global()
+        self._roots.clear()
+        self._forget_counts()
+
+    def _forget_counts(self) -> None:
+        self.inputs = []
+        self.tokens = self.samples = 0
 
     def detach(self) -> None:
         handle = getattr(self, "_step_handle", None)
@@ -117,13 +141,17 @@ class TorchTaps:
                 try:
                     x = args[0] if args else taps._kw_tensor(kwargs)
                     if isinstance(x, tensor):
-                        taps.inputs.append(x)  # counted off the hot path (_count_inputs)
+                        inputs = taps.inputs
+                        inputs.append(x)  # counted off the hot path (_count_inputs)
+                        if len(inputs) > MAX_INPUTS:  # forwards with no step: keep no more
+                            taps._fold_inputs()
                 except Exception as exc:
                     taps.off = True
                     guard.failed("forward hook", exc)
             return orig(module, *args, **kwargs)
 
         self._patched = (cls, "forward" in cls.__dict__, cls.__dict__.get("forward"))
+        self._root = weakref.ref(root)
         cls.forward = forward
 
     def _unwrap_forward(self) -> None:
@@ -163,6 +191,12 @@ class TorchTaps:
         except Exception as exc:
             self.off = True
             guard.failed("optimizer step hook", exc)
+
+    def _fold_inputs(self) -> None:
+        inputs, self.inputs = self.inputs, []
+        tokens, samples = self._count_inputs(inputs)
+        self.tokens += tokens
+        self.samples += samples
 
     def _count_inputs(self, inputs) -> tuple[int, int]:
         """(tokens, samples) of the root's inputs: metadata only (``numel``, ``shape``,
