@@ -204,10 +204,10 @@ class TorchTaps:
         tokens = samples = 0
         ints = self.int_dtypes
         for x in inputs:
-            shape = x.shape
+            shape = x.shape  # one call into C++; numel comes from the shape, not another call
             samples += shape[0] if shape else 1
             if x.dtype in ints:
-                tokens += x.numel()
+                tokens += shape.numel()
         return tokens, samples
 
     def _count(self, args, kwargs) -> tuple[int, int]:
