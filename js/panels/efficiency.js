@@ -84,11 +84,13 @@ export function createEfficiency() {
   };
 }
 
-/** "of 989 TFLOP/s bf16 × 8 (table)": what MFU divides by, and where that number came from. */
+/** "of 989 TFLOP/s bf16 × 8 (datasheet)": what MFU divides by, and where that number came from
+ * (a table row not yet re-read from its datasheet says so). */
 function peakLine(peak, model) {
   const gpus = isObj(model) && isNum(model.gpus) && model.gpus > 1 ? ` × ${model.gpus}` : "";
   const dtype = str(peak.dtype) ? ` ${peak.dtype}` : "";
-  const source = peak.source === "declared" ? " (declared)" : peak.source === "table" ? " (datasheet)" : "";
+  const table = peak.verified === true ? " (datasheet)" : " (table, unverified)";
+  const source = peak.source === "declared" ? " (declared)" : peak.source === "table" ? table : "";
   return `of ${si(peak.flops, "FLOP/s", 4)}${dtype}${gpus}${source}`;
 }
 

@@ -126,3 +126,24 @@ def test_replay_skips_malformed_lines_and_says_how_many():
     snap = replay(lines).snapshot()
     assert snap["step"] == 1
     assert "replay skipped 1 malformed line(s)" in snap["notes"]
+
+
+def test_a_known_gpu_gives_mfu_from_its_dense_bf16_row_and_says_if_verified():
+    from trainmeter.core import peaks
+
+    eng = _run()
+    gpu = dict(MODEL, device="cuda", device_name="NVIDIA H100 80GB HBM3", run_dtype="bf16", gpus=1)
+    _feed(eng, ("model", 104.5, gpu))
+    snap = eng.snapshot()
+    row = peaks.match_device("NVIDIA H100 80GB HBM3")
+    assert snap["peak"]["flops"] == 989.5e12  # H100 SXM dense BF16 (sparse 1979 / 2)
+    assert snap["peak"]["source"] == "table" and snap["peak"]["verified"] is row.verified
+    # MFU[hf] = (80/3 tokens/s x 5400 FLOP/token) / (1 GPU x 989.5e12 FLOP/s)
+    assert snap["mfu"]["hf"] == pytest.approx(80 / 3 * 5400 / 989.5e12)
+
+
+def test_a_look_alike_gpu_name_gives_no_mfu():
+    eng = _run()
+    gpu = dict(MODEL, device="cuda", device_name="NVIDIA A10G", run_dtype="bf16", gpus=1)
+    _feed(eng, ("model", 104.5, gpu))
+    assert eng.snapshot()["mfu"] is None

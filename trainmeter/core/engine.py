@@ -232,7 +232,7 @@ class Engine:
 def _peak_dict(peak: peaks.ResolvedPeak | None) -> dict[str, Any] | None:
     if peak is None:
         return None
-    keys = ("flops", "dtype", "device", "source", "citation")
+    keys = ("flops", "dtype", "device", "source", "citation", "verified")
     return {k: getattr(peak, k) for k in keys}
 
 
