@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up .venv for trainmeter: torch (CPU build where that wheel is local), trainmeter itself
-# as an editable install (its build runs `npm install && npm run build` for the widget), and
-# the test tools. Safe to run again.
+# as an editable install (its build runs `npm install && npm run build` for the widget),
+# JupyterLab and the test tools. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -15,5 +15,5 @@ fi
 # torch is never a dependency of trainmeter; the example and the tests need it.
 .venv/bin/python -m pip install -q "torch==2.13.0" numpy
 npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
-.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/python -m pip install -q -e ".[test,lab]"
 .venv/bin/tm --version
