@@ -9,6 +9,7 @@ functions in :mod:`trainmeter.core.metrics`, :mod:`trainmeter.core.flops` and
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -34,6 +35,20 @@ class _Clock:
     timed_tokens: int = 0  # tokens of steps that have a previous step in the same segment
     timed_s: float = 0.0
     recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))  # (dt, tokens)
+    recent_tokens: int = 0  # sums over `recent`, kept as it slides (exact for tokens)
+    recent_s: float = 0.0
+
+    def push(self, dt: float, tokens: int) -> None:
+        """Slide the recent window by one timed step."""
+        if len(self.recent) == self.recent.maxlen:
+            old_dt, old_tokens = self.recent[0]
+            self.recent_s -= old_dt
+            self.recent_tokens -= old_tokens
+        self.recent.append((dt, tokens))
+        self.recent_tokens += tokens
+        self.recent_s += dt
+        if self.step % 1024 == 0:  # re-sum now and then: no float drift over a long run
+            self.recent_s = math.fsum(d for d, _ in self.recent)
 
 
 class Engine:
@@ -129,8 +144,8 @@ class Engine:
             dt = t - c.last_t
             c.timed_s += dt
             c.timed_tokens += tokens * self._world()
-            c.recent.append((dt, tokens * self._world()))
-            rate = metrics.throughput(sum(n for _, n in c.recent), sum(d for d, _ in c.recent))
+            c.push(dt, tokens * self._world())
+            rate = metrics.throughput(c.recent_tokens, c.recent_s)
             if rate is not None:
                 self.timeline.append("tokens_per_s", c.step, rate)
         c.last_t = t
@@ -165,9 +180,8 @@ class Engine:
         """
         now = self.last_t if now is None else now
         c = self.clock
-        recent_tokens = sum(n for _, n in c.recent)
-        recent_s = sum(d for d, _ in c.recent)
-        rate = metrics.throughput(recent_tokens, recent_s)
+        recent_s = c.recent_s
+        rate = metrics.throughput(c.recent_tokens, recent_s)
         rate_avg = metrics.throughput(c.timed_tokens, c.timed_s)
         budget = self.opts.get("budget_tokens")
         convention = self.opts.get("convention") or flops.DEFAULT_CONVENTION

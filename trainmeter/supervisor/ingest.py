@@ -106,8 +106,7 @@ class _Handler(socketserver.StreamRequestHandler):
                     self._send({"ack": msg.get("id")})
                 continue
             try:
-                for rec in decode_wire(line):
-                    live.ingest(rec)
+                live.ingest(decode_wire(line))
             except RecordError as exc:
                 bad += 1
                 if bad == 1:

@@ -123,13 +123,18 @@ class Live:
             return snap
 
     # -- records in -----------------------------------------------------------------------------
-    def ingest(self, rec: dict[str, Any]) -> bool:
-        """Write and fold one validated agent record; dropped (False) when no run is open."""
+    def ingest(self, recs: list[dict[str, Any]]) -> bool:
+        """Write and fold validated agent records (one write call); dropped (False) when no
+        run is open."""
         with self.cond:
             if self.log is None:
-                self.dropped += 1
+                self.dropped += len(recs)
                 return False
-            self._write(rec)
+            self.log.append_many(recs)
+            for rec in recs:
+                self.engine.apply(rec)
+            self.version += 1
+            self.cond.notify_all()
             return True
 
     def note(self, text: str) -> None:

@@ -74,7 +74,11 @@ class RunLog:
 
     def append(self, rec: dict) -> None:
         """Encode and write one record (kept in memory if the disk refuses it)."""
-        self._pending += encode(rec)
+        self.append_many((rec,))
+
+    def append_many(self, recs) -> None:
+        """Encode and write records with one write call (kept in memory if refused)."""
+        self._pending += b"".join(map(encode, recs))
         self._drain()
 
     def _drain(self) -> None:
