@@ -71,7 +71,14 @@ def _supervisor(tmp: str):
     raise RuntimeError("supervisor did not start")
 
 
-def _paired(blocks: int, tmp: str) -> tuple[list[float], list[float]]:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _paired(blocks: int, tmp: str) -> tuple[list[float], list[float], float]:
     from trainmeter.agent import runtime
 
     _, model, opt, x = _setup()
@@ -88,10 +95,11 @@ def _paired(blocks: int, tmp: str) -> tuple[list[float], list[float]]:
         _median_step(model, opt, x, 2)  # re-discovery after attach: not steady-state steps
         on.append(_median_step(model, opt, x, BLOCK))
     agent.sender.sync()
+    supervisor_cpu = _cpu_seconds(proc.pid) / (blocks * (BLOCK + 2))  # per step it received
     runtime.uninstall()
     proc.terminate()
     proc.wait()
-    return off, on
+    return off, on, supervisor_cpu
 
 
 def _interval(diffs: list[float], reps: int = 2000) -> tuple[float, float]:
@@ -166,7 +174,7 @@ def main(argv=None) -> int:
     p.add_argument("--blocks", type=int, default=400, help="block pairs (100 steps each)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tm-bench-") as tmp:
-        off, on = _paired(args.blocks, tmp)
+        off, on, supervisor_cpu = _paired(args.blocks, tmp)
     us = 1e6
     diffs = [b - a for a, b in zip(off, on, strict=True)]
     lo, hi = _interval(diffs)
@@ -179,6 +187,7 @@ def main(argv=None) -> int:
         f"added per step     {added * us:8.2f} us   (90% interval {lo * us:.2f}..{hi * us:.2f})"
         f"   ratio {(base + added) / base:.4f}   target < 5 us"
     )
+    print(f"supervisor process {supervisor_cpu * us:8.2f} us of CPU per step (outside the run)")
     pc = _pieces()
     own = pc["step_hook"] + pc["fwd_hook"] + pc["encode"]
     print(f"agent code alone   step hook {pc['step_hook'] * us:.2f} us (direct calls)")
