@@ -291,6 +291,14 @@ def test_torch_imported_first_and_plain_cells_between_are_not_counted(tmp_path):
         assert _run(kc, "%%trainmeter --no-widget\ntrain(4)")[0]["status"] == "ok"
         _run(kc, "train(5)")
         assert _run(kc, "%%trainmeter --no-widget\ntrain(2)")[0]["status"] == "ok"
+        _run(kc, "%trainmeter stop")
+        shown = (
+            "w = trainmeter.show(str(find_run(None)))\nprint(w.snapshot['step'], w.history['seq'])"
+        )
+        content, text = _run(
+            kc, f"import trainmeter\nfrom trainmeter.supervisor.store import find_run\n{shown}"
+        )
+        assert content["status"] == "ok" and text.split()[0] == "6"  # a finished run, from its log
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
