@@ -306,3 +306,18 @@ def test_torch_imported_first_and_plain_cells_between_are_not_counted(tmp_path):
     steps = [json.loads(x) for x in log.read_text().splitlines() if '"k":"step"' in x]
     assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]  # 4 + 2, the plain cells left out
     assert [s["tokens"] for s in steps] == [6] * 6  # 2 x 3 each, by hand
+
+
+def test_a_broken_widget_never_stops_the_training_cell(tmp_path):
+    km, kc = _kernel()
+    try:
+        _run(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
+        _run(kc, "from trainmeter.jupyter import widget\n"
+                 "def broken(**kw):\n    raise FileNotFoundError('bundle missing')\n"
+                 "widget.TrainmeterWidget = broken")  # fmt: skip
+        content, text = _run(kc, "%%trainmeter\nprint('trained')")
+        assert content["status"] == "ok"
+        assert "trained" in text and "trainmeter: finished" in text
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

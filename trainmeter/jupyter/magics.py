@@ -48,14 +48,7 @@ class TrainmeterMagics(Magics):
         info = s.request("segment_start", name=args.name or "notebook", opts=opts, new=args.new)
         if s.agent is not None:  # None only if the agent failed to start (it said so once)
             s.agent.arm(new_run=info["segment"] == 1)
-        widget = bridge = None
-        if not args.no_widget:
-            from trainmeter.jupyter.bridge import Bridge
-            from trainmeter.jupyter.widget import TrainmeterWidget
-
-            widget = TrainmeterWidget()
-            display(widget)
-            bridge = Bridge(s.socket, widget)
+        bridge = None if args.no_widget else _widget_bridge(s)
         error = None
         try:
             error = self._execute(cell)
@@ -115,6 +108,21 @@ class TrainmeterMagics(Magics):
             print(summary_line(snap) if snap else "trainmeter: no run is open")
         else:
             print(f"%trainmeter: unknown action {action!r}; use status, show or stop")
+
+
+def _widget_bridge(s):
+    """Display a live widget fed by a bridge; a widget problem never stops the training cell."""
+    try:
+        from trainmeter.jupyter.bridge import Bridge
+        from trainmeter.jupyter.widget import TrainmeterWidget
+
+        widget = TrainmeterWidget()
+        display(widget)
+        return Bridge(s.socket, widget)
+    except Exception as exc:
+        print(f"[trainmeter] no live widget ({exc}); the cell runs and the summary still prints",
+              file=sys.stderr)  # fmt: skip
+        return None
 
 
 def _opts(args) -> dict:
