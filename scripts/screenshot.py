@@ -7,6 +7,7 @@ headless-Chromium screenshots in JupyterLab's light and dark themes (their real 
 from the installed jupyterlab package) at a narrow notebook column and a wide window.
 
     npm run build && python scripts/screenshot.py [--out /tmp/trainmeter-shots] [--chromium PATH]
+    python scripts/screenshot.py --run RUN    # a real run's log instead (id, prefix or folder)
 
 Prints each PNG's path and any console error or ``[trainmeter]`` message the page logged; exits 1 if
 the page logged an error. Standard library only; needs a Chromium binary (Debian: ``apt-get install
@@ -235,7 +236,11 @@ const proxy = () => ({
   save_changes: () => {},
 });
 
-if (variant !== "early") {
+if (variant === "real") {  // a real run's log, replayed (--run): its snapshot and full history
+  attrs.history = fixture.history;
+  await widget.initialize({model: proxy()});
+  widget.render({model: proxy(), el: document.getElementById("out")});
+} else if (variant !== "early") {
   // The first 280 points as a full history, the last 20 as two "points" deltas, one of them before
   // any view exists (the store lives in initialize) and one stale (must be ignored).
   const cut = ([xs, ys], from, to) => {
@@ -326,10 +331,22 @@ def shoot(chromium: str, url: str, png: Path, width: int, height: int, dark_os: 
     ]
 
 
+def replayed(run: str) -> tuple[dict, dict]:
+    """(snapshot, full timeline) of a run, rebuilt from its log as ``tm replay`` does."""
+    sys.path.insert(0, str(ROOT))
+    from trainmeter.core.engine import replay
+    from trainmeter.supervisor.store import find_run
+
+    with open(find_run(run) / "run.jsonl", "rb") as f:
+        eng = replay(f)
+    return eng.snapshot(), eng.timeline.full()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/trainmeter-shots"))
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--run", help="shoot this run's replayed log instead of the fixtures")
     args = parser.parse_args(argv)
     if not (STATIC / "widget.js").is_file():
         print("no bundle: run `npm install && npm run build` first", file=sys.stderr)
@@ -337,6 +354,11 @@ def main(argv: list[str] | None = None) -> int:
     version = json.loads((ROOT / "package.json").read_text())["version"]
     series = loss_history()
     fixture = {"version": version, "series": series, "snapshots": snapshots(series)}
+    shots = SHOTS
+    if args.run:
+        fixture["snapshots"]["real"], fixture["history"] = replayed(args.run)
+        shots = [("run-light-420", "real", "light", 420, 1000),
+                 ("run-dark-1200", "real", "dark", 1200, 640)]  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
     failed = False
     with tempfile.TemporaryDirectory(prefix="tm-harness-") as tmp:
@@ -344,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         for theme in ("light", "dark", "os-dark"):
             write_site(site, theme, fixture)
         with serve(site) as base:
-            for name, variant, theme, width, height in SHOTS:
+            for name, variant, theme, width, height in shots:
                 png = args.out / f"{name}.png"
                 png.unlink(missing_ok=True)
                 lines = shoot(

@@ -193,7 +193,12 @@ function createFigures() {
     stepTime.set(duration(snap.step_time_s));
 
     const state = isObj(snap.run) ? str(snap.run.state) : "";
-    if (ENDED.includes(state)) eta.set(state === "finished" ? "done" : NA, { subText: `run ${state}` });
+    const reached = budget && isNum(snap.progress) && snap.progress >= 1;
+    if (ENDED.includes(state)) {
+      // "done" only when the budget was reached; a run that stopped short says how far it got
+      const short = budget && isNum(snap.progress) ? ` at ${(100 * snap.progress).toFixed(1)}% of budget` : "";
+      eta.set(reached ? "done" : NA, { subText: `run ${state}${reached ? "" : short}` });
+    }
     else if (!budget) eta.set(NA, { subText: "no token budget set" });
     else if (!isNum(snap.eta_s)) eta.set(NA, { subText: "measuring throughput" });
     else eta.set(duration(snap.eta_s), { subText: "to the token budget" });

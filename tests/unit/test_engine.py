@@ -46,9 +46,12 @@ def test_throughput_counts_steps_after_the_first_over_their_time():
 
 
 def test_budget_gives_progress_and_eta():
-    snap = _run({"budget_tokens": 1000}).snapshot()
+    eng = _run({"budget_tokens": 1000})
+    snap = eng.snapshot()
     assert snap["progress"] == pytest.approx(0.12)  # 120 / 1000
     assert snap["eta_s"] == pytest.approx(33.0)  # (1000 - 120) / (80 / 3)
+    _feed(eng, ("run_end", 105.0, {"status": "ok", "exit_code": 0}))
+    assert eng.snapshot()["eta_s"] is None  # ended short of the budget: no ETA
 
 
 def test_declared_peak_gives_mfu_under_every_convention_labelled_declared():

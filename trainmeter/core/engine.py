@@ -202,7 +202,8 @@ class Engine:
             "step_time_s": recent_s / len(c.recent) if c.recent else None,
             "budget_tokens": budget,
             "progress": metrics.progress(c.tokens, budget),
-            "eta_s": metrics.eta_s(c.tokens, budget, rate),
+            # no ETA once the run (or the cell) has ended: nothing is moving towards the budget
+            "eta_s": metrics.eta_s(c.tokens, budget, rate) if self._moving() else None,
             "model": self.model,
             "ranks": {str(r): n for r, n in sorted(self.rank_steps.items())},
             "convention": convention,
@@ -214,6 +215,9 @@ class Engine:
             "series": {k: dict(v) for k, v in self.series.items()},
             "notes": notes,
         }
+
+    def _moving(self) -> bool:
+        return self.run["state"] in ("running", "idle")
 
     def _elapsed(self, now: float | None) -> float:
         running = 0.0
