@@ -1,6 +1,7 @@
 """The agent inside a real training process (started by ``tm``): step clock, tokens per step,
 model facts, and invariant 1 (an internal failure never reaches the loop)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -93,3 +94,15 @@ def test_a_broken_trainmeter_install_never_stops_the_child(workdir):
     out = subprocess.run([sys.executable, "-c", "print('trained')"], cwd=workdir, env=env,
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 0 and out.stdout == "trained\n" and out.stderr == ""
+
+
+def test_every_torchrun_rank_connects_and_tokens_count_the_world(workdir):
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    out = run_tm(["-q", "--", torchrun, "--nproc_per_node=2", TINY, "--steps", "5"], workdir)
+    assert out.returncode == 0, out.stderr
+    log = read_log(workdir)
+    ranks = sorted({r["rank"] for r in log if r["k"] == "agent_hello" and r["world_size"] == 2})
+    assert ranks == [0, 1]
+    snap = json.loads(run_tm(["replay", "--json"], workdir).stdout)
+    # rank 0 is the clock: 5 steps; tokens: 5 steps x (4 x 8) x 2 ranks, by hand
+    assert snap["step"] == 5 and snap["tokens"] == 320 and snap["ranks"] == {"0": 5, "1": 5}

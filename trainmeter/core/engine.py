@@ -118,8 +118,8 @@ class Engine:
         self.run["exit_code"] = rec.get("exit_code")
 
     def _on_agent_hello(self, rec: dict) -> None:
-        keep = ("pid", "world_size", "host", "python", "torch")
-        self.agents[rec["rank"]] = {k: rec.get(k) for k in keep}
+        keep = ("pid", "rank", "world_size", "host", "python", "torch")
+        self.agents[rec["pid"]] = {k: rec.get(k) for k in keep}
 
     def _on_model(self, rec: dict) -> None:
         self.model = {k: v for k, v in rec.items() if k not in ("v", "k", "t")}
@@ -167,8 +167,9 @@ class Engine:
         self.notes.append(f"{src}: {rec['text']}" if src else rec["text"])
 
     def _world(self) -> int:
-        hello = self.agents.get(0)
-        return max(1, int(hello.get("world_size") or 1)) if hello else 1
+        """Ranks in the job: the largest world size any agent reported (a launcher such as
+        torchrun runs an agent too, alone in its world of 1)."""
+        return max((int(a.get("world_size") or 1) for a in self.agents.values()), default=1)
 
     # -- snapshot out -----------------------------------------------------------------------
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
