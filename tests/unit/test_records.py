@@ -40,8 +40,22 @@ def test_decode_refuses_malformed_lines_with_a_reason(line, why):
 
 
 def test_optional_fields_may_be_absent_or_null():
-    records.decode(json.dumps({"v": 1, "k": "step", "t": 1, "step": 1, "rank": 0}))
-    records.decode(json.dumps({"v": 1, "k": "step", "t": 1, "step": 1, "rank": 0, "tokens": None}))
+    absent = records.decode(json.dumps({"v": 1, "k": "step", "t": 1, "step": 1, "rank": 0}))
+    null = {"v": 1, "k": "step", "t": 1, "step": 1, "rank": 0, "tokens": None}
+    assert "tokens" not in absent
+    assert records.decode(json.dumps(null))["tokens"] is None
+
+
+def test_a_steps_batch_expands_to_one_step_record_each():
+    batch = {"v": 1, "k": "steps", "rank": 1, "t": [1.0, 2.0], "step": [1, 2],
+             "tokens": [32, 0], "samples": [4, 0]}  # fmt: skip
+    recs = records.decode_wire(json.dumps(batch))
+    assert [(r["k"], r["step"], r["rank"], r["tokens"]) for r in recs] == [
+        ("step", 1, 1, 32),
+        ("step", 2, 1, None),  # 0 tokens: none seen
+    ]
+    with pytest.raises(RecordError, match="equal-length"):
+        records.decode_wire(json.dumps({**batch, "step": [1]}))
 
 
 def test_encode_refuses_nan_so_no_invalid_json_reaches_the_log():
