@@ -32,9 +32,3 @@ def warn_once(key: str, text: str) -> None:
         print(f"[trainmeter] {text} (training continues; trainmeter stays quiet)", file=sys.stderr)
     except Exception:
         pass
-
-
-def reset() -> None:
-    """Forget every failure (tests only)."""
-    _off.clear()
-    _reported.clear()
