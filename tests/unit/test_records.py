@@ -32,6 +32,9 @@ def test_encode_then_decode_round_trips_one_line():
         (b'{"v": 1, "k": "step", "t": 1, "step": true, "rank": 0}', "field 'step' has type bool"),
         (b'{"v": 1, "k": "note", "t": NaN, "text": "x"}', "finite number"),
         (b'{"v": 1, "k": "series", "t": 1, "name": "l", "value": Infinity}', "must be finite"),
+        # an integer past a float's range: OverflowError inside isfinite, refused as a record
+        (b'{"v": 1, "k": "series", "t": 1, "name": "l", "value": 1' + b"0" * 400 + b"}", "finite"),
+        (b'{"v": 1, "k": "note", "t": 1' + b"0" * 400 + b', "text": "x"}', "finite number"),
     ],
 )
 def test_decode_refuses_malformed_lines_with_a_reason(line, why):

@@ -85,7 +85,7 @@ def validate(rec: Any) -> dict[str, Any]:
             f"unsupported schema version {v!r} (this trainmeter reads 1..{SCHEMA_VERSION})"
         )
     t = rec.get("t")
-    if not _is(t, _NUM) or not math.isfinite(t):
+    if not _is(t, _NUM) or not _finite(t):
         raise RecordError(f"{kind}: 't' must be a finite number, got {t!r}")
     for name, types in KINDS[kind].items():
         if name not in rec:
@@ -94,9 +94,18 @@ def validate(rec: Any) -> dict[str, Any]:
             raise RecordError(f"{kind}: missing field {name!r}")
         if not _is(rec[name], types):
             raise RecordError(f"{kind}: field {name!r} has type {type(rec[name]).__name__}")
-    if kind == "series" and not math.isfinite(rec["value"]):
+    if kind == "series" and not _finite(rec["value"]):
         raise RecordError(f"series {rec['name']!r}: value must be finite")
     return rec
+
+
+def _finite(x: float | int) -> bool:
+    """True for a finite number. An int too large for a float (JSON allows any) is not:
+    ``math.isfinite`` would raise OverflowError on it instead of answering."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
