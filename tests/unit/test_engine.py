@@ -150,3 +150,185 @@ def test_a_look_alike_gpu_name_gives_no_mfu():
     gpu = dict(MODEL, device="cuda", device_name="NVIDIA A10G", run_dtype="bf16", gpus=1)
     _feed(eng, ("model", 104.5, gpu))
     assert eng.snapshot()["mfu"] is None
+
+
+# -- dashboard keys (docs/spec.md "Snapshot keys for the dashboard (issue 3)") ------------------
+# MODEL under titan: 6 x (1000 - 100) + 12 x L 2 x H 2 x Q 4 x T 4 = 5400 + 768 = 6168 FLOP/token.
+# _run(): 120 tokens, recent rate 80 / 3 tokens/s, elapsed 104 - 100 = 4 s.
+
+
+def test_dashboard_keys_are_always_present_and_null_until_measured():
+    snap = _run().snapshot()
+    for key in ("flops_per_token_counted", "stragglers", "time_split", "energy_j", "hardware"):
+        assert key in snap and snap[key] is None
+    # CPU run, no peak: 0 devices, so no GPU-hours, no per-GPU rate and no plan
+    assert snap["gpus"] == 0
+    assert snap["gpu_hours"] is None and snap["gpu_hours_to_finish"] is None
+    assert snap["model_flops_per_s_per_gpu"] is None and snap["plan"] is None
+    assert snap["budget_flops"] is None and snap["flops_required"] is None
+    assert snap["model_flops_per_s"]["titan"] == pytest.approx(80 / 3 * 6168)  # 164,480 FLOP/s
+
+
+def test_declared_peak_on_cpu_counts_one_device_for_hours_rates_and_plan():
+    snap = _run({"peak_flops": 1e9, "budget_tokens": 1000}).snapshot()
+    assert snap["gpus"] == 1
+    assert snap["gpu_hours"] == pytest.approx(4 / 3600)  # 1 x 4 s
+    assert snap["gpu_hours_to_finish"] == pytest.approx(33 / 3600)  # 1 x ETA 33 s
+    assert snap["flops_required"]["titan"] == pytest.approx(6_168_000)  # 6168 x 1000
+    assert snap["flops_required"]["hf"] == pytest.approx(5_400_000)  # 5400 x 1000
+    assert snap["flops_required"]["megatron"] is None  # no ffn/vocab: no megatron count
+    assert snap["model_flops_per_s"]["titan"] == pytest.approx(164_480)  # 80/3 x 6168
+    assert snap["model_flops_per_s_per_gpu"]["titan"] == pytest.approx(164_480)  # / 1 device
+    # plan at MFU 0.40: 0.4 x 1e9 x 1 / 6168 = 64,850.84 tokens/s;
+    # ETA (1000 - 120) x 6168 / 4e8 = 5,427,840 / 4e8 = 0.0135696 s
+    plan = snap["plan"]
+    assert plan["mfu"] == 0.4 and plan["source"] == "default"
+    assert plan["tokens_per_s"] == pytest.approx(4e8 / 6168)
+    assert plan["eta_s"] == pytest.approx(0.0135696)
+
+
+def test_gpus_are_per_process_devices_times_world_size():
+    eng = _run()
+    gpu = dict(MODEL, device="cuda", device_name="NVIDIA H100 80GB HBM3", run_dtype="bf16", gpus=1)
+    _feed(
+        eng,
+        ("agent_hello", 104.1, {"pid": 2, "rank": 1, "world_size": 4}),
+        ("model", 104.5, gpu),
+    )
+    snap = eng.snapshot()
+    assert snap["gpus"] == 4  # 1 device per process x world size 4
+    assert snap["gpu_hours"] == pytest.approx(4 * 4.5 / 3600)  # newest record 104.5: 4.5 s
+    # tokens were counted at world 1 (before the hello); the rate is 80/3 tokens/s
+    assert snap["model_flops_per_s_per_gpu"]["titan"] == pytest.approx(80 / 3 * 6168 / 4)
+    # plan: 0.4 x 989.5e12 x 4 / 6168 = 256,679,636.8 tokens/s
+    assert snap["plan"]["tokens_per_s"] == pytest.approx(0.4 * 989.5e12 * 4 / 6168)
+    assert snap["plan"]["eta_s"] is None  # no budget
+
+
+def test_a_flops_budget_alone_gives_the_token_budget_under_the_run_convention():
+    # 6,168,000 FLOP / 6168 FLOP/token (titan) = 1000 tokens: same progress and ETA as above
+    snap = _run({"budget_flops": 6.168e6}).snapshot()
+    assert snap["budget_flops"] == 6.168e6
+    assert snap["budget_tokens"] == pytest.approx(1000)
+    assert snap["progress"] == pytest.approx(0.12)  # 120 / 1000
+    assert snap["eta_s"] == pytest.approx(33.0)  # 880 / (80/3)
+    assert snap["flops_required"]["titan"] == pytest.approx(6.168e6)
+    # under hf (5400 FLOP/token) the same FLOPs are 6,168,000 / 5400 = 1142.2 tokens
+    hf = _run({"budget_flops": 6.168e6, "convention": "hf"}).snapshot()
+    assert hf["budget_tokens"] == pytest.approx(1142.2222)
+
+
+def test_a_flops_budget_waits_for_the_model_and_a_token_budget_wins():
+    eng = _feed(
+        Engine(),
+        ("run_start", 1.0, {"id": "r", "name": "n", "argv": [], "version": "0",
+                            "opts": {"budget_flops": 1e12}}),
+    )  # fmt: skip
+    snap = eng.snapshot()
+    assert snap["budget_tokens"] is None and snap["progress"] is None
+    assert any("budget: FLOPs declared" in n for n in snap["notes"])
+    both = _run({"budget_flops": 6.168e6, "budget_tokens": 500}).snapshot()
+    assert both["budget_tokens"] == 500 and both["progress"] == pytest.approx(0.24)
+    assert both["flops_required"]["titan"] == pytest.approx(6168 * 500)
+    assert any("both declared" in n for n in both["notes"])
+
+
+def test_a_declared_plan_mfu_is_used_and_labelled():
+    snap = _run({"peak_flops": 1e9, "plan_mfu": 0.5}).snapshot()
+    # 0.5 x 1e9 / 6168 = 81,063.55 tokens/s
+    assert snap["plan"]["source"] == "declared"
+    assert snap["plan"]["tokens_per_s"] == pytest.approx(5e8 / 6168)
+    bad = _run({"peak_flops": 1e9, "plan_mfu": 45}).snapshot()  # a percent, not a fraction
+    assert bad["plan"]["mfu"] == 0.4 and bad["plan"]["source"] == "default"
+    assert any("plan: MFU 45" in n for n in bad["notes"])
+
+
+def test_rank_step_time_is_the_mean_of_each_ranks_last_twenty_timed_intervals():
+    eng = _run()  # rank 0: intervals 1 s and 2 s
+    t = 104.0
+    for i in range(25):  # rank 1: 25 steps 0.5 s apart, then 20 steps 0.25 s apart
+        t += 0.5
+        _feed(eng, ("step", t, {"step": i + 1, "rank": 1, "tokens": 40}))
+    snap = eng.snapshot()
+    assert snap["rank_step_time_s"] == {"0": pytest.approx(1.5), "1": pytest.approx(0.5)}
+    for i in range(10):
+        t += 0.25
+        _feed(eng, ("step", t, {"step": 26 + i, "rank": 1, "tokens": 40}))
+    # last 20 intervals of rank 1: ten of 0.5 s and ten of 0.25 s -> (5 + 2.5) / 20 = 0.375 s
+    assert eng.snapshot()["rank_step_time_s"]["1"] == pytest.approx(0.375)
+    assert eng.snapshot()["ranks"] == {"0": 3, "1": 35}
+
+
+def test_rank_step_time_skips_the_first_step_of_each_segment():
+    eng = _run()
+    _feed(
+        eng,
+        ("step", 104.5, {"step": 1, "rank": 1}),  # first step of rank 1: untimed
+        ("step", 105.0, {"step": 2, "rank": 1}),  # 0.5 s
+        ("segment_end", 106.0, {"segment": 1, "status": "ok"}),
+        ("segment_start", 500.0, {"segment": 2}),
+        ("step", 501.0, {"step": 3, "rank": 1}),  # first of the segment: the gap is untimed
+        ("step", 502.5, {"step": 4, "rank": 1}),  # 1.5 s
+    )
+    # rank 1: (0.5 + 1.5) / 2 = 1.0 s; without the segment rule it would be (0.5+396+1.5)/3
+    assert eng.snapshot()["rank_step_time_s"]["1"] == pytest.approx(1.0)
+    assert eng.snapshot()["rank_step_time_s"]["0"] == pytest.approx(1.5)  # = step_time_s
+    assert eng.snapshot()["step_time_s"] == pytest.approx(1.5)
+
+
+def test_a_rank_with_one_step_has_no_step_time_yet():
+    eng = _feed(_run(), ("step", 104.2, {"step": 1, "rank": 3}))
+    assert eng.snapshot()["rank_step_time_s"]["3"] is None
+
+
+# -- bounds on what training code can make the engine keep (docs/spec.md "Bounds on an update")
+
+
+def test_series_past_the_name_cap_are_counted_in_one_note_not_kept():
+    from trainmeter.core.engine import MAX_SERIES
+
+    eng = _run()
+    for i in range(MAX_SERIES + 10):
+        _feed(eng, ("series", 105.0, {"name": f"s{i}", "value": 1.0, "step": 3}))
+    _feed(eng, ("series", 105.0, {"name": "s70", "value": 1.0, "step": 4}))  # again: one name
+    snap = eng.snapshot()
+    assert len(snap["series"]) == MAX_SERIES and "s63" in snap["series"]
+    assert "s64" not in snap["series"]
+    notes = [n for n in snap["notes"] if n.startswith("series:")]
+    assert notes == [f"series: 10 name(s) past the first {MAX_SERIES} not kept "
+                     "(the first: 's64'); the run log has them"]  # fmt: skip
+    assert len(eng.timeline.names()) == MAX_SERIES + 1  # plus tokens_per_s
+
+
+def test_long_series_names_are_cut_with_an_ellipsis():
+    from trainmeter.core.engine import MAX_NAME
+
+    eng = _feed(_run(), ("series", 105.0, {"name": "x" * 10_000, "value": 1.0}))
+    (name,) = eng.snapshot()["series"]
+    assert len(name) == MAX_NAME and name == "x" * (MAX_NAME - 1) + "…"
+    assert eng.timeline.names() == ["tokens_per_s", name]
+
+
+def test_notes_model_fields_and_counts_from_training_code_are_bounded():
+    from trainmeter.core.engine import MAX_MODEL_FIELDS, MAX_NAME, MAX_NOTE
+
+    eng = _run()
+    # 100 unknown fields sent before the documented ones: the documented ones are kept first
+    big = {**{f"extra{i}": i for i in range(100)}, **MODEL, "name": "M" * 5000}
+    _feed(
+        eng,
+        ("note", 105.0, {"text": "n" * 100_000, "source": "agent"}),
+        ("model", 105.0, big),
+        ("step", 106.0, {"step": 2**60, "rank": 0, "tokens": 2**70}),
+        ("step", 107.0, {"step": 5, "rank": 2**40}),
+    )
+    snap = eng.snapshot()
+    assert max(len(n) for n in snap["notes"]) <= MAX_NOTE
+    assert len(snap["model"]) == MAX_MODEL_FIELDS and len(snap["model"]["name"]) == MAX_NAME
+    assert snap["flops_per_token"]["hf"] == 5400  # the shape fields are still there
+    assert "extra37" in snap["model"] and "extra38" not in snap["model"]  # 10 known + 38
+    # the bogus step advances the clock by one and its tokens are ignored
+    assert snap["step"] == 4 and snap["tokens"] == 120
+    assert "1099511627776" not in snap["ranks"]
+    assert any("outside 0..2**53" in n for n in snap["notes"])
+    assert any(n.startswith("ranks: 1 step record") for n in snap["notes"])

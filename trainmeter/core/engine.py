@@ -3,8 +3,15 @@
 ``Engine.apply(record)`` folds one record (see :mod:`trainmeter.core.records`) into the state;
 ``Engine.snapshot(now)`` returns a plain JSON-able dict, the one shape every surface draws
 (widget, page, summary line, ``tm replay --json``). Every figure in it comes from the pure
-functions in :mod:`trainmeter.core.metrics`, :mod:`trainmeter.core.flops` and
-:mod:`trainmeter.core.peaks`; docs/spec.md "Snapshot" defines each key.
+functions in :mod:`trainmeter.core.metrics`, :mod:`trainmeter.core.flops`,
+:mod:`trainmeter.core.peaks` and :mod:`trainmeter.core.plan`; docs/spec.md "Snapshot" defines
+each key.
+
+What training code sends is bounded before it is kept (docs/spec.md "Bounds on an update"): at
+most ``MAX_SERIES`` series names of at most ``MAX_NAME`` characters, ``MAX_RANKS`` ranks,
+``MAX_NOTES`` notes of at most ``MAX_NOTE`` characters, a model record of at most
+``MAX_MODEL_FIELDS`` scalar fields, and counts (steps, tokens, samples) below 2**53; what is
+past a bound is counted in a note, and the run log still has it.
 """
 
 from __future__ import annotations
@@ -14,14 +21,34 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from trainmeter.core import flops, metrics, peaks
-from trainmeter.core.timeline import Timeline
+from trainmeter.core import flops, metrics, peaks, plan
+from trainmeter.core.timeline import DEFAULT_CAP, Timeline
 
 WINDOW_STEPS = 20  # steps in the "recent" throughput window (about a few seconds of a real run)
 EMA_BETA = 0.9
-MAX_NOTES = 20
+MAX_NOTES = 20  # notes kept (the newest); each at most MAX_NOTE characters
+MAX_NOTE = 500  # characters of one note (a sentence or two, and a quoted name)
+MAX_SERIES = 64  # distinct series names from training code kept (later names: one note)
+MAX_NAME = 200  # characters of a series name or a model string (longer: cut, ending in "…")
+OWN_SERIES = 64  # timeline names reserved for trainmeter's own series (tokens_per_s, gpu<i>/...)
+MAX_RANKS = 1024  # distinct ranks kept (one supervisor per node; 1024 leaves room for any node)
+MAX_RANK = 2**31 - 1  # largest rank accepted (torch.distributed ranks are C ints)
+MAX_MODEL_FIELDS = 48  # scalar fields kept from a model record (the agent sends 22)
+MAX_KEY = 64  # characters of a model field name
+MAX_COUNT = 2**53  # steps, tokens, samples must be below: JavaScript's exact integers (2**53)
+MAX_ERROR = 2000  # characters of a segment's error text (as the supervisor cuts it)
+_COUNTED_MAX = 1000  # distinct refused names counted exactly; beyond, "1000+"
 _SHAPE_FIELDS = {f.name for f in fields(flops.ModelShape)}
+_MODEL_FIELDS = (  # the model record's documented fields (docs/spec.md "Run log"), kept first
+    *(f.name for f in fields(flops.ModelShape)), "context", "name", "device", "device_name",
+    "gpus", "dtype", "run_dtype", "torch", "rank",
+)  # fmt: skip
 _END_STATE = {"ok": "finished", "error": "failed", "interrupted": "interrupted"}
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, the last one an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass
@@ -51,37 +78,71 @@ class _Clock:
             self.recent_s = math.fsum(d for d, _ in self.recent)
 
 
+@dataclass
+class _RankClock:
+    """One rank's steps: its count and its last ``WINDOW_STEPS`` timed intervals (s)."""
+
+    steps: int = 0
+    last_t: float | None = None  # previous step in this segment (None: none yet)
+    recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))
+
+    def step_time_s(self) -> float | None:
+        """Mean of the recent timed intervals (s), None before the first timed step."""
+        return math.fsum(self.recent) / len(self.recent) if self.recent else None
+
+
 class Engine:
     """Fold records into the state of one run.
 
     Args:
-        timeline_cap: points kept per chart series (see :class:`Timeline`).
+        timeline_cap: points kept per chart series (>= 8, see :class:`Timeline`); the timeline
+            keeps at most ``MAX_SERIES + OWN_SERIES`` series.
     """
 
-    def __init__(self, timeline_cap: int = 2000) -> None:
+    def __init__(self, timeline_cap: int = DEFAULT_CAP) -> None:
         self.run: dict[str, Any] = {"state": "idle", "segment": 0}
         self.opts: dict[str, Any] = {}
         self.agents: dict[int, dict[str, Any]] = {}
+        self.world = 1  # the largest world size any agent reported
         self.model: dict[str, Any] | None = None
         self.shape: flops.ModelShape | None = None
         self.clock = _Clock()
-        self.rank_steps: dict[int, int] = {}
+        self.rank_clocks: dict[int, _RankClock] = {}
         self.series: dict[str, dict[str, Any]] = {}
         self.notes: deque[str] = deque(maxlen=MAX_NOTES)
-        self.timeline = Timeline(timeline_cap)
+        self.timeline = Timeline(timeline_cap, max_series=MAX_SERIES + OWN_SERIES)
         self.active_s = 0.0  # closed segments' duration
         self.segment_t0: float | None = None
         self.last_t: float | None = None
         self.records = 0
+        # what was past a bound: counted, never kept (the run log has it)
+        self.refused_series: set[int] = set()  # hashes of names, at most _COUNTED_MAX
+        self.first_refused: str | None = None
+        self.refused_ranks = 0  # step records of ranks past MAX_RANKS or out of range
+        self.bad_counts = 0  # steps, tokens, samples outside [0, 2**53)
+        self._handlers = {  # record kind -> fold (a dict: apply runs for every record)
+            name[4:]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
+        }
+
+    @property
+    def rank_steps(self) -> dict[int, int]:
+        """Optimizer steps seen per rank."""
+        return {r: rc.steps for r, rc in self.rank_clocks.items()}
 
     # -- records in -------------------------------------------------------------------------
     def apply(self, rec: dict[str, Any]) -> None:
         """Fold one validated record into the state (unknown kinds are ignored)."""
         self.records += 1
-        self.last_t = rec["t"] if self.last_t is None else max(self.last_t, rec["t"])
-        handler = getattr(self, "_on_" + rec["k"], None)
+        t = rec["t"]
+        if self.last_t is None or t > self.last_t:
+            self.last_t = t
+        handler = self._handlers.get(rec["k"])
         if handler is not None:
             handler(rec)
+
+    def note(self, text: str) -> None:
+        """Keep a note for the person (the newest ``MAX_NOTES``, each cut to ``MAX_NOTE``)."""
+        self.notes.append(clip(text, MAX_NOTE))
 
     def _on_run_start(self, rec: dict) -> None:
         keep = ("id", "name", "argv", "version", "cwd", "host")
@@ -100,6 +161,8 @@ class Engine:
         self.segment_t0 = t
         self.run.update(segment=segment, state="running")
         self.clock.last_t = None  # the gap between cells is not training time
+        for rc in self.rank_clocks.values():
+            rc.last_t = None
 
     def _close_segment(self, t: float) -> None:
         if self.segment_t0 is not None:
@@ -110,7 +173,7 @@ class Engine:
         self._close_segment(rec["t"])
         self.run["state"] = _END_STATE.get(rec["status"], "finished")
         if rec.get("error"):
-            self.run["error"] = rec["error"]
+            self.run["error"] = clip(str(rec["error"]), MAX_ERROR)
 
     def _on_run_end(self, rec: dict) -> None:
         self._close_segment(rec["t"])
@@ -118,33 +181,55 @@ class Engine:
         self.run["exit_code"] = rec.get("exit_code")
 
     def _on_agent_hello(self, rec: dict) -> None:
-        keep = ("pid", "rank", "world_size", "host", "python", "torch")
-        self.agents[rec["pid"]] = {k: rec.get(k) for k in keep}
+        world = rec["world_size"]
+        if 1 <= world <= MAX_RANK + 1:
+            self.world = max(self.world, world)
+        if rec["pid"] in self.agents or len(self.agents) < MAX_RANKS:
+            keep = ("pid", "rank", "world_size", "host", "python", "torch")
+            self.agents[rec["pid"]] = {k: _scalar(rec.get(k)) for k in keep}
 
     def _on_model(self, rec: dict) -> None:
-        self.model = {k: v for k, v in rec.items() if k not in ("v", "k", "t")}
+        self.model = _bounded_model(rec)
         args = {k: v for k, v in self.model.items() if k in _SHAPE_FIELDS}
         try:
             self.shape = flops.ModelShape(**args)
         except (TypeError, ValueError) as exc:
             self.shape = None
-            self.notes.append(f"model record not usable for FLOPs: {exc}")
+            self.note(f"model record not usable for FLOPs: {exc}")
 
     def _on_step(self, rec: dict) -> None:
-        rank = rec["rank"]
-        self.rank_steps[rank] = self.rank_steps.get(rank, 0) + 1
+        rank, t = rec["rank"], rec["t"]
+        rc = self.rank_clocks.get(rank)
+        if rc is None:
+            if not 0 <= rank <= MAX_RANK or len(self.rank_clocks) >= MAX_RANKS:
+                self.refused_ranks += 1
+                return
+            rc = self.rank_clocks[rank] = _RankClock()
+        rc.steps += 1
+        if rc.last_t is not None and t > rc.last_t:  # timed: previous step in this segment
+            rc.recent.append(t - rc.last_t)
+        rc.last_t = t
         if rank != 0:
             return
-        c, t = self.clock, rec["t"]
-        tokens = rec.get("tokens") or 0
-        c.step = rec["step"]
-        c.tokens += tokens * self._world()
-        c.samples += (rec.get("samples") or 0) * self._world()
+        c, world = self.clock, self.world
+        step, tokens, samples = rec["step"], rec.get("tokens"), rec.get("samples")
+        if not 0 <= step < MAX_COUNT:  # validated ints: only the range is left to check
+            self.bad_counts += 1
+            step = c.step + 1
+        if tokens is None or not 0 <= tokens < MAX_COUNT:
+            self.bad_counts += tokens is not None
+            tokens = 0
+        if samples is None or not 0 <= samples < MAX_COUNT:
+            self.bad_counts += samples is not None
+            samples = 0
+        c.step = step
+        c.tokens += tokens * world
+        c.samples += samples * world
         if c.last_t is not None and t > c.last_t:
             dt = t - c.last_t
             c.timed_s += dt
-            c.timed_tokens += tokens * self._world()
-            c.push(dt, tokens * self._world())
+            c.timed_tokens += tokens * world
+            c.push(dt, tokens * world)
             rate = metrics.throughput(c.recent_tokens, c.recent_s)
             if rate is not None:
                 self.timeline.append("tokens_per_s", c.step, rate)
@@ -154,22 +239,33 @@ class Engine:
 
     def _on_series(self, rec: dict) -> None:
         name, value = rec["name"], float(rec["value"])
+        if len(name) > MAX_NAME:
+            name = clip(name, MAX_NAME)
+        prev = self.series.get(name)
+        if prev is None and len(self.series) >= MAX_SERIES:
+            if self.first_refused is None:
+                self.first_refused = name
+            if len(self.refused_series) < _COUNTED_MAX:
+                self.refused_series.add(hash(name))
+            return
         step = rec.get("step")
+        if step is not None and not 0 <= step < MAX_COUNT:  # a validated int, out of range
+            self.bad_counts += 1
+            step = None
         if step is None:
             step = self.clock.step
-        prev = self.series.get(name)
         ema = metrics.ema(prev["ema"] if prev else None, value, EMA_BETA)
         self.series[name] = {"step": step, "value": value, "ema": ema}
         self.timeline.append(name, step, value)
 
     def _on_note(self, rec: dict) -> None:
         src = rec.get("source")
-        self.notes.append(f"{src}: {rec['text']}" if src else rec["text"])
+        self.note(f"{clip(src, MAX_NAME)}: {rec['text']}" if src else rec["text"])
 
     def _world(self) -> int:
         """Ranks in the job: the largest world size any agent reported (a launcher such as
         torchrun runs an agent too, alone in its world of 1)."""
-        return max((int(a.get("world_size") or 1) for a in self.agents.values()), default=1)
+        return self.world
 
     # -- snapshot out -----------------------------------------------------------------------
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
@@ -184,29 +280,38 @@ class Engine:
         recent_s = c.recent_s
         rate = metrics.throughput(c.recent_tokens, recent_s)
         rate_avg = metrics.throughput(c.timed_tokens, c.timed_s)
-        budget = self.opts.get("budget_tokens")
         convention = self.opts.get("convention") or flops.DEFAULT_CONVENTION
         fpt = flops.all_conventions(self.shape) if self.shape else {}
         peak = self._peak()
         gpus = self._gpus()
-        notes = list(self.notes) + self._gap_notes(peak, fpt)
+        if gpus == 0 and peak is not None:
+            gpus = 1  # a declared peak on a CPU run: MFU divides by one device
+        budget_flops = _positive(self.opts.get("budget_flops"))
+        budget = self._budget_tokens(budget_flops, fpt.get(convention))
+        elapsed = self._elapsed(now)
+        moving = self._moving()
+        # no ETA once the run (or the cell) has ended: nothing is moving towards the budget
+        eta = metrics.eta_s(c.tokens, budget, rate) if moving else None
+        model_rate = None
+        if rate is not None and fpt:
+            model_rate = {k: metrics.model_flops_per_s(rate, v) for k, v in fpt.items()}
+        notes = list(self.notes) + self._gap_notes(peak, fpt, budget_flops, convention)
         return {
             "v": 1,
             "run": dict(self.run),
             "step": c.step,
             "tokens": c.tokens,
             "samples": c.samples,
-            "elapsed_s": self._elapsed(now),
+            "elapsed_s": elapsed,
             "train_time_s": c.timed_s,
             "tokens_per_s": rate,
             "tokens_per_s_avg": rate_avg,
             "step_time_s": recent_s / len(c.recent) if c.recent else None,
             "budget_tokens": budget,
             "progress": metrics.progress(c.tokens, budget),
-            # no ETA once the run (or the cell) has ended: nothing is moving towards the budget
-            "eta_s": metrics.eta_s(c.tokens, budget, rate) if self._moving() else None,
-            "model": self.model,
-            "ranks": {str(r): n for r, n in sorted(self.rank_steps.items())},
+            "eta_s": eta,
+            "model": dict(self.model) if self.model is not None else None,
+            "ranks": {str(r): rc.steps for r, rc in sorted(self.rank_clocks.items())},
             "convention": convention,
             "flops_per_token": fpt,
             "flops_spent": {k: (v * c.tokens if v is not None else None) for k, v in fpt.items()},
@@ -215,7 +320,43 @@ class Engine:
             "mfu_avg": _mfu(rate_avg, fpt, gpus, peak),
             "series": {k: dict(v) for k, v in self.series.items()},
             "notes": notes,
+            # docs/spec.md "Snapshot keys for the dashboard (issue 3)"
+            "gpus": gpus,
+            "gpu_hours": gpus * elapsed / 3600 if gpus else None,
+            "gpu_hours_to_finish": gpus * eta / 3600 if gpus and eta is not None else None,
+            "budget_flops": budget_flops,
+            "flops_required": _times(fpt, budget),
+            "model_flops_per_s": model_rate,
+            "model_flops_per_s_per_gpu": _per(model_rate, gpus),
+            "flops_per_token_counted": None,  # issue 5
+            "plan": self._plan(peak, gpus, fpt.get(convention), budget, moving),
+            "rank_step_time_s": {
+                str(r): rc.step_time_s() for r, rc in sorted(self.rank_clocks.items())
+            },
+            "stragglers": None,  # issue 5
+            "time_split": None,  # issue 5
+            "energy_j": None,  # issue 4
+            "hardware": None,  # issue 4
         }
+
+    def _budget_tokens(self, budget_flops: float | None, fpt: float | None) -> float | None:
+        """The declared token budget; else ``budget_flops / fpt`` (FLOP over FLOP/token under
+        the run's convention, docs/spec.md "Snapshot keys for the dashboard")."""
+        declared = self.opts.get("budget_tokens")
+        if declared is not None or budget_flops is None or not fpt:
+            return declared
+        return budget_flops / fpt
+
+    def _plan(self, peak, gpus: int, fpt: float | None, budget, moving: bool) -> dict | None:
+        """The snapshot's ``plan``: :func:`plan.plan` at the declared or default MFU."""
+        if peak is None or fpt is None:
+            return None
+        declared = _positive(self.opts.get("plan_mfu"))
+        if declared is not None and declared > 1:
+            declared = None  # not a fraction: plan with the default (a note says so)
+        p = plan.plan(peak.flops, gpus, fpt, self.clock.tokens, budget if moving else None,
+                      mfu=declared)  # fmt: skip
+        return p.as_dict() if p is not None else None
 
     def _moving(self) -> bool:
         return self.run["state"] in ("running", "idle")
@@ -230,14 +371,17 @@ class Engine:
         m = self.model or {}
         if m.get("device") != "cuda":
             return int(self.opts.get("gpus") or 0)  # a declared peak on CPU counts one device
-        return int(m.get("gpus") or 1) * self._world()
+        per_process = m.get("gpus")
+        if not (isinstance(per_process, int) and 1 <= per_process <= MAX_RANKS):
+            per_process = 1
+        return per_process * self._world()
 
     def _peak(self) -> peaks.ResolvedPeak | None:
         m = self.model or {}
         device = self.opts.get("device") or m.get("device_name")
         return peaks.resolve_peak(device, m.get("run_dtype"), self.opts.get("peak_flops"))
 
-    def _gap_notes(self, peak: peaks.ResolvedPeak | None, fpt: dict) -> list[str]:
+    def _gap_notes(self, peak, fpt: dict, budget_flops: float | None, convention: str) -> list:
         out = []
         if self.shape is None:
             out.append("FLOPs/token: no model seen yet (found at the first training forward pass)")
@@ -245,7 +389,76 @@ class Engine:
             m = self.model or {}
             device = self.opts.get("device") or m.get("device_name") or m.get("device") or "unknown"
             out.append(f"no MFU: no dense peak is known for {device}; declare one with --peak")
-        return out
+        if budget_flops is not None:
+            if self.opts.get("budget_tokens") is not None:
+                out.append("budget: tokens and FLOPs both declared; progress and ETA follow tokens")
+            elif fpt.get(convention) is None:
+                out.append(f"budget: FLOPs declared but no FLOPs/token under {convention} yet, "
+                           "so no token budget, progress or ETA")  # fmt: skip
+        plan_mfu = self.opts.get("plan_mfu")
+        if plan_mfu is not None and not (_positive(plan_mfu) and plan_mfu <= 1):
+            out.append(f"plan: MFU {plan_mfu!r} is not a fraction in (0, 1]; "
+                       f"planned with {plan.DEFAULT_PLAN_MFU}")  # fmt: skip
+        n = len(self.refused_series)
+        if n:
+            more = "+" if n >= _COUNTED_MAX else ""
+            out.append(f"series: {n}{more} name(s) past the first {MAX_SERIES} not kept (the "
+                       f"first: {self.first_refused!r}); the run log has them")  # fmt: skip
+        if self.timeline.refused_names:
+            out.append(f"chart: {self.timeline.refused_names} series past "
+                       f"{self.timeline.max_series} not charted")  # fmt: skip
+        if self.refused_ranks:
+            out.append(f"ranks: {self.refused_ranks} step record(s) of ranks past the first "
+                       f"{MAX_RANKS} or outside 0..{MAX_RANK} not counted")  # fmt: skip
+        if self.bad_counts:
+            out.append(f"{self.bad_counts} step, token or sample count(s) outside 0..2**53 "
+                       "ignored")  # fmt: skip
+        return [clip(n, MAX_NOTE) for n in out]
+
+
+def _positive(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number > 0, else None."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) and value > 0 else None
+
+
+def _scalar(value: Any) -> Any:
+    """A JSON scalar of bounded size: strings cut to ``MAX_NAME``, ints beyond 2**63 and
+    non-scalars dropped (None)."""
+    if isinstance(value, str):
+        return clip(value, MAX_NAME)
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else None
+    return None
+
+
+def _bounded_model(rec: dict) -> dict[str, Any]:
+    """The model record's fields (not ``v``/``k``/``t``), the documented ones first, at most
+    ``MAX_MODEL_FIELDS`` of them, each a bounded scalar under a name of at most ``MAX_KEY``
+    characters."""
+    out: dict[str, Any] = {k: _scalar(rec[k]) for k in _MODEL_FIELDS if k in rec}
+    for k, v in rec.items():
+        if len(out) >= MAX_MODEL_FIELDS:
+            break
+        if k not in ("v", "k", "t") and k not in out:
+            out[clip(str(k), MAX_KEY)] = _scalar(v)
+    return out
+
+
+def _times(fpt: dict, budget: float | None) -> dict[str, float | None] | None:
+    """``flops_per_token × budget_tokens`` by convention (FLOP); None without a budget."""
+    if budget is None:
+        return None
+    return {k: (v * budget if v is not None else None) for k, v in fpt.items()}
+
+
+def _per(by_conv: dict | None, gpus: int) -> dict[str, float | None] | None:
+    """A by-convention figure divided by ``gpus``; None when ``gpus`` is 0."""
+    if by_conv is None or not gpus:
+        return None
+    return {k: (v / gpus if v is not None else None) for k, v in by_conv.items()}
 
 
 def _peak_dict(peak: peaks.ResolvedPeak | None) -> dict[str, Any] | None:
@@ -279,5 +492,5 @@ def replay(lines) -> Engine:
         except RecordError:
             bad += 1
     if bad:
-        eng.notes.append(f"replay skipped {bad} malformed line(s)")
+        eng.note(f"replay skipped {bad} malformed line(s)")
     return eng

@@ -1,16 +1,93 @@
 """Bounded chart history: every series keeps at most ``cap`` points however long the run.
 
-When a series reaches ``cap`` points its older half is thinned by keeping every other point,
-so recent history stays at full resolution and old history at a coarser one. Memory per series
-is O(cap); the run log keeps full resolution. Each append gets a global sequence number so a
-subscriber can ask for "points since seq" and receive a small delta.
+When a series grows past ``cap`` points its older half is thinned by min/max buckets
+(:func:`thin_pass`): the first ``floor(n/2)`` points are walked in consecutive groups of 4,
+and each full group keeps its lowest and its highest point, in their original order. A spike
+(a loss blow-up, a throughput drop) therefore survives every thinning, which keeping every
+other point would lose half the time. The newer half stays at full resolution. Memory per
+series is O(cap); the run log keeps full resolution.
+
+The number of series is bounded too (``max_series``): a name past the limit is refused and
+counted, never kept, so one subscriber update stays bounded whatever the training code sends
+(docs/spec.md "The chart timeline" and "Bounds on an update").
+
+Each append gets a global sequence number that stays attached to its point through thinning,
+so a subscriber can ask for "points since seq" and receive a small delta.
+
+``js/state.js`` ``thin()`` implements the same pass on the browser's copy; keep the two equal.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-DEFAULT_CAP = 2000
+DEFAULT_CAP = 2000  # points per series: ~1 point per pixel of a wide chart, twice over
+MIN_CAP = 8  # smallest cap for which one pass always shrinks a full series (see Timeline)
+GROUP = 4  # points per min/max bucket: each full bucket keeps 2, so a pass halves the old half
+DEFAULT_MAX_SERIES = 128  # names kept: 64 from training code (engine.MAX_SERIES) + 64 of ours
+
+
+def _finite(y: object) -> bool:
+    return isinstance(y, (int, float)) and not isinstance(y, bool) and math.isfinite(y)
+
+
+def thin_pass(ys: list) -> list[int]:
+    """Indices kept by one min/max-bucket pass over a series of ``n = len(ys)`` points.
+
+    Rule (the same in ``js/state.js`` ``thin()``): the older half, indices ``0 .. n//2 - 1``,
+    is cut into consecutive groups of 4 from index 0. From each full group keep the first
+    point holding the smallest finite y and the first holding the largest finite y, in their
+    original order; non-finite y (NaN, infinity, None) are ignored. When these are the same
+    point (every finite y equal) or the group has fewer than 2 finite y, keep the group's first
+    and last point. A trailing partial group (under 4 points) of the older half is kept whole,
+    and so is the newer half.
+
+    Returns: ascending indices into ``ys``; ``n - 2 * ((n // 2) // 4)`` of them.
+    Source: min/max decimation as used for plotting long signals (each bucket's extremes are
+    what a line chart of that bucket would draw); bucket size 4 so a pass keeps half of the
+    older half.
+    """
+    n = len(ys)
+    half = n // 2
+    full = half - half % GROUP
+    keep: list[int] = []
+    for g in range(0, full, GROUP):
+        lo = hi = -1
+        low = high = 0.0
+        for i in range(g, g + GROUP):
+            y = ys[i]
+            if y.__class__ is float:  # the usual case, tested without a call
+                if y - y != 0.0:  # NaN or infinity
+                    continue
+            elif not _finite(y):
+                continue
+            if lo < 0:
+                lo = hi = i
+                low = high = y
+            elif y < low:
+                lo, low = i, y
+            elif y > high:
+                hi, high = i, y
+        if lo == hi:  # under 2 finite y (both -1), or every finite y equal
+            keep += (g, g + GROUP - 1)
+        elif lo < hi:
+            keep += (lo, hi)
+        else:
+            keep += (hi, lo)
+    keep.extend(range(full, n))
+    return keep
+
+
+def thin(xs: list, ys: list, cap: int = DEFAULT_CAP) -> tuple[list, list]:
+    """Apply :func:`thin_pass` until at most ``cap`` points remain (or a pass removes nothing,
+    which happens only below 8 points). Returns new ``(xs, ys)`` lists."""
+    while len(xs) > cap:
+        keep = thin_pass(ys)
+        if len(keep) == len(xs):
+            break
+        xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
+    return xs, ys
 
 
 @dataclass
@@ -21,32 +98,59 @@ class _Series:
 
 
 class Timeline:
-    """Named (x, y) series with a per-series point cap.
+    """Named (x, y) series with a per-series point cap and a cap on the number of series.
 
     Args:
-        cap: maximum points per series (>= 4).
+        cap: maximum points per series (>= 8: a series of ``cap + 1 >= 9`` points has an older
+            half of at least 4, so one pass removes at least 2 points).
+        max_series: maximum distinct names kept; an append to a further name is refused and
+            counted in :attr:`refused` (points) and :attr:`refused_names` (distinct names,
+            counted up to 1000).
     Raises:
-        ValueError: cap below 4.
+        ValueError: cap below 8 or max_series below 1.
     """
 
-    def __init__(self, cap: int = DEFAULT_CAP) -> None:
-        if cap < 4:
-            raise ValueError(f"cap must be >= 4, got {cap}")
+    def __init__(self, cap: int = DEFAULT_CAP, max_series: int = DEFAULT_MAX_SERIES) -> None:
+        if cap < MIN_CAP:
+            raise ValueError(f"cap must be >= {MIN_CAP}, got {cap}")
+        if max_series < 1:
+            raise ValueError(f"max_series must be >= 1, got {max_series}")
         self.cap = cap
+        self.max_series = max_series
         self.seq = 0
+        self.refused = 0
+        self._refused_names: set[int] = set()  # hashes, at most 1000: memory stays bounded
         self._series: dict[str, _Series] = {}
 
-    def append(self, name: str, x: float, y: float) -> None:
-        """Add one point; thins the older half when the series is full."""
-        s = self._series.setdefault(name, _Series())
+    @property
+    def refused_names(self) -> int:
+        """Distinct names refused so far (counting stops at 1000)."""
+        return len(self._refused_names)
+
+    def append(self, name: str, x: float, y: float) -> bool:
+        """Add one point; thins the older half when the series is over ``cap``.
+
+        Returns False (and keeps nothing) when ``name`` is new and ``max_series`` names are
+        already kept.
+        """
+        s = self._series.get(name)
+        if s is None:
+            if len(self._series) >= self.max_series:
+                self.refused += 1
+                if len(self._refused_names) < 1000:
+                    self._refused_names.add(hash(name))
+                return False
+            s = self._series[name] = _Series()
         self.seq += 1
         s.xs.append(x)
         s.ys.append(y)
         s.seqs.append(self.seq)
         if len(s.xs) > self.cap:
-            half = len(s.xs) // 2
-            for lst in (s.xs, s.ys, s.seqs):
-                lst[:half] = lst[:half:2]
+            keep = thin_pass(s.ys)
+            s.xs = [s.xs[i] for i in keep]
+            s.ys = [s.ys[i] for i in keep]
+            s.seqs = [s.seqs[i] for i in keep]
+        return True
 
     def full(self) -> dict:
         """``{"seq": n, "series": {name: [[x...], [y...]]}}``: everything kept."""
@@ -62,6 +166,14 @@ class Timeline:
             if i < len(s.seqs):
                 out[name] = [s.xs[i:], s.ys[i:]]
         return {"seq": self.seq, "series": out}
+
+    def names(self) -> list[str]:
+        """The series kept, in first-append order."""
+        return list(self._series)
+
+    def sizes(self) -> dict[str, int]:
+        """Points kept per series."""
+        return {n: len(s.xs) for n, s in self._series.items()}
 
     def __len__(self) -> int:
         return sum(len(s.xs) for s in self._series.values())

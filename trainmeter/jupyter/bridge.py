@@ -3,6 +3,10 @@
 The stream gives a full timeline first, then deltas; the bridge forwards snapshots (a trait,
 a few times a second) and new chart points (custom messages), and refreshes the ``history``
 trait every ``HISTORY_EVERY_S`` so a re-rendered or reopened view shows the whole chart.
+
+The bridge's own :class:`Timeline` has the supervisor's bounds (2000 points per series, thinned
+by min/max buckets, and 128 series), so the kernel's memory stays bounded however long the run
+and however far the stream lags (docs/spec.md "The chart timeline", "Bounds on an update").
 """
 
 from __future__ import annotations

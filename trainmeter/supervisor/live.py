@@ -170,6 +170,17 @@ class Live:
                 return {"seq": 0, "series": {}}
             return self.engine.timeline.since(seq) if seq >= 0 else self.engine.timeline.full()
 
+    def update(self, seq: int) -> dict[str, Any]:
+        """One subscriber update: ``{"snapshot", "points", "full"}``, the points appended after
+        ``seq`` (everything kept when ``seq < 0``), taken under one lock so the two agree.
+
+        Its JSON size is bounded whatever training code sends (docs/spec.md "Bounds on an
+        update"); ``tests/unit/test_bounds.py`` checks the bound over a million-step run.
+        """
+        with self.cond:
+            return {"snapshot": self.snapshot(), "points": self.timeline_since(seq),
+                    "full": seq < 0}  # fmt: skip
+
     def wait_change(self, version: int, timeout: float) -> int:
         """Block until ``version`` is stale or ``timeout`` s pass; returns the current version."""
         with self.cond:

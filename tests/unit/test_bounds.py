@@ -1,0 +1,206 @@
+"""What one subscriber update can carry is bounded whatever training code sends, and the live
+engine's memory does not grow with steps (docs/spec.md "Bounds on an update").
+
+An update is what the supervisor's socket pushes (``ingest._Handler._subscribe``):
+``{"snapshot": live.snapshot(), "points": live.timeline_since(seq), "full": seq < 0}``, built
+here by ``Live.update(seq)`` and measured as the compact JSON ``ingest`` sends.
+"""
+
+import json
+import math
+import sys
+from collections import deque
+
+from trainmeter.core import engine as E
+from trainmeter.core import records
+from trainmeter.core.timeline import DEFAULT_CAP
+from trainmeter.supervisor.live import Live
+
+# -- the bound, derived as in docs/spec.md "Bounds on an update" ----------------------------------
+# JSON with ensure_ascii (as ingest sends it): one character is at most 12 bytes (a character
+# outside the BMP is two \uXXXX escapes), so a string of n characters is at most 2 + 12 n.
+
+
+def _str_bytes(n: int) -> int:
+    """Bytes of a JSON string of ``n`` characters at most."""
+    return 2 + 12 * n
+
+
+NUM = 24  # a float's repr is at most 24 bytes ("-2.2250738585072014e-308"); an int < 2**53, 16
+NAME = _str_bytes(E.MAX_NAME)  # 2402
+# points: 128 series, each a name, `:[[`, `],[`, `]]`, a comma, and cap points of x and y
+SERIES = E.MAX_SERIES + E.OWN_SERIES  # 128
+POINTS_BOUND = 64 + SERIES * (NAME + 9 + DEFAULT_CAP * 2 * (NUM + 1))
+# snapshot, by part
+NOTES = (E.MAX_NOTES + 8) * (_str_bytes(E.MAX_NOTE) + 1)  # 20 kept + at most 8 computed notes
+SNAP_SERIES = E.MAX_SERIES * (NAME + len(':{"step":,"value":,"ema":},') + 16 + 2 * NUM)
+MODEL = E.MAX_MODEL_FIELDS * (_str_bytes(E.MAX_KEY) + 1 + NAME + 1)
+RANKS = E.MAX_RANKS * ((12 + 1 + 16 + 1) + (12 + 1 + NUM + 1))  # "ranks", "rank_step_time_s"
+ERROR = _str_bytes(E.MAX_ERROR) + 10
+PEAK = 2 * NAME + 1000  # device and dtype strings from the model record; a table citation
+FIXED = 8192  # every other key: ~50 keys, 7 by-convention dicts of 4 numbers, plan, run state
+SNAPSHOT_BOUND = 640 * 1024
+UPDATE_BOUND = SNAPSHOT_BOUND + POINTS_BOUND + 64  # + `{"snapshot":,"points":,"full":false}`
+
+
+def _launch_bytes(snap: dict) -> int:
+    """JSON bytes of what the person launched with (not training code): argv, names, paths,
+    options. The bound is stated on top of these."""
+    run = snap["run"]
+    launch = [run.get(k) for k in ("id", "name", "argv", "version", "cwd", "host", "log")]
+    return len(json.dumps(launch)) + len(json.dumps(snap.get("convention")))
+
+
+def _bytes(obj) -> int:
+    return len(json.dumps(obj, separators=(",", ":")).encode())
+
+
+def test_the_stated_bound_is_the_sum_of_its_parts():
+    # the figures docs/spec.md states
+    assert POINTS_BOUND == 13_108_672
+    parts = NOTES + SNAP_SERIES + MODEL + RANKS + ERROR + PEAK + FIXED
+    assert parts == 587_628 and parts <= SNAPSHOT_BOUND
+    assert UPDATE_BOUND == 13_764_096
+
+
+class _NullLog:
+    """Stands in for the run log so a million steps do not write 100 MB to disk."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def append(self, rec):
+        pass
+
+    def append_many(self, recs):
+        pass
+
+    def close(self):
+        pass
+
+
+def _open_live(tmp_path, now):
+    live = Live(root=tmp_path, clock=lambda: now[0])
+    live.open_run("bounds", ["train.py"], {"budget_tokens": 10**12, "peak_flops": 1e12})
+    real = live.log
+    real.close()
+    live.log = _NullLog(real.path)
+    return live
+
+
+def _deep_size(root) -> int:
+    """Bytes of every object reachable from ``root`` through containers and instance dicts."""
+    seen, stack, total = set(), [root], 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, deque)):
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__"):
+            stack.append(vars(obj))
+    return total
+
+
+def test_a_million_steps_keep_every_update_and_the_engine_bounded(tmp_path):
+    now = [1000.0]
+    live = _open_live(tmp_path, now)
+    model = {"params": 1000, "embedding_params": 100, "token_embedding_params": 100,
+             "layers": 2, "width": 8, "heads": 2, "seq_len": 4, "device": "cpu"}  # fmt: skip
+    live.ingest([
+        records.make("agent_hello", now[0], pid=1, rank=0, world_size=1),
+        records.make("model", now[0], **model),
+    ])  # fmt: skip
+    eng, tl = live.engine, live.engine.timeline
+    base = _deep_size(eng)
+    follower = latecomer = -1  # timeline seq each subscriber has; -1: nothing yet (full)
+    worst, worst_points, sizes = 0, 0, []
+    steps, batch, per_batch = 1_000_000, [], 2_500
+    for i in range(1, steps + 1):
+        t = 1000.0 + 0.1 * i
+        batch.append({"v": 1, "k": "step", "t": t, "step": i, "rank": 0, "tokens": 4096,
+                      "samples": 4})  # fmt: skip
+        batch.append({"v": 1, "k": "series", "t": t, "name": "loss", "value": 4 / math.sqrt(i),
+                      "step": i})  # fmt: skip
+        if i % 1000 == 0:
+            batch.append({"v": 1, "k": "series", "t": t, "name": "val_loss", "value": 3.0,
+                          "step": i})  # fmt: skip
+        if len(batch) < per_batch and i < steps:
+            continue
+        now[0] = t
+        live.ingest(batch)
+        batch = []
+        # (a) points per series never above the cap; (c) points in all bounded
+        kept = tl.sizes()
+        assert max(kept.values()) <= DEFAULT_CAP
+        assert sum(kept.values()) <= len(kept) * DEFAULT_CAP <= 3 * DEFAULT_CAP
+        # a subscriber that keeps up takes an update every 2,500 records
+        up = live.update(follower)
+        follower = up["points"]["seq"]
+        size = _bytes(up)
+        worst = max(worst, size)
+        assert size <= UPDATE_BOUND + _launch_bytes(up["snapshot"])
+        # one that falls far behind: an update every 400,000 steps
+        if i % 400_000 < 1250 or i == steps:
+            up = live.update(latecomer)
+            latecomer = up["points"]["seq"]
+            size = _bytes(up)
+            worst_points = max(worst_points, _bytes(up["points"]))
+            assert size <= UPDATE_BOUND + _launch_bytes(up["snapshot"])
+        if i % 100_000 < 1250:
+            sizes.append((len(tl), _deep_size(eng)))
+    assert live.engine.snapshot()["step"] == steps
+    assert tl.sizes().keys() == {"tokens_per_s", "loss", "val_loss"}
+    assert tl.sizes()["val_loss"] == 1000  # 1000 points, under the cap: all kept
+    # an update that keeps up carries only the points since the last one: 2,500 records give
+    # at most 2,500 points of at most 2 x 25 bytes, beside a snapshot of a few KiB
+    assert worst <= 2_500 * 2 * (NUM + 1) + 16 * 1024
+    # a late subscriber's catch-up carries at most the kept points, not a million
+    assert worst_points <= 3 * DEFAULT_CAP * 2 * (NUM + 1) + 3 * NAME
+    # (c) the engine's memory is its base plus what the kept points cost, whatever the step:
+    # a point is an x int, a y float and a seq int (<= 32 + 24 + 32 bytes) and three list
+    # slots (8 bytes each, doubled for list over-allocation)
+    for points, size in sizes:
+        assert size <= base + points * (88 + 48) + 64 * 1024
+    # memory at the last sample is no larger than at step 200,000 beyond the val_loss points
+    # still arriving (800 more, the only series under its cap)
+    assert sizes[-1][1] <= sizes[2][1] + 800 * (88 + 48) + 64 * 1024
+
+
+def test_what_training_code_can_send_at_worst_stays_under_the_snapshot_bound(tmp_path):
+    """Every field training code controls, filled past its bound with the most expensive
+    characters to escape (outside the BMP: 12 bytes each in ASCII JSON)."""
+    now = [1.0]
+    live = _open_live(tmp_path, now)
+    wide = "\U0001f600"
+    recs = [records.make("agent_hello", 1.0, pid=1, rank=0, world_size=8)]
+    recs.append(records.make("step", 0.5, step=2**60, rank=0, tokens=2**70))  # counts ignored
+    model = {str(i) + wide * 100: wide * 10_000 for i in range(100)}
+    model.update(params=1000, embedding_params=100, token_embedding_params=100,
+                 device="cuda", device_name=wide * 1000, run_dtype=wide * 1000, gpus=1)  # fmt: skip
+    recs.append(records.make("model", 1.0, **model))
+    tiny = -2.2250738585072014e-308  # the longest float repr: 24 bytes
+    for i in range(200):
+        name = str(i) + wide * 1000  # distinct in the first 200 characters
+        recs.append(records.make("series", 1.0, name=name, value=tiny, step=2**53 - 1))
+    for _ in range(100):
+        recs.append(records.make("note", 1.0, text=wide * 100_000, source=wide * 1000))
+    for rank in range(2000):
+        recs.append(records.make("step", 1.0, step=2**53 - 1, rank=2**31 - 1 - rank, tokens=5))
+        recs.append(records.make("step", 2.0, step=2**53 - 1, rank=2**31 - 1 - rank, tokens=5))
+    live.ingest(recs)
+    live.segment_start("cell", {}, new=False)
+    live.segment_end("error", wide * 100_000)
+    snap = live.snapshot()
+    size = _bytes(snap)
+    assert size <= SNAPSHOT_BOUND + _launch_bytes(snap)
+    assert size >= 0.5 * SNAPSHOT_BOUND  # and the bound is not loose by more than 2x
+    assert len(snap["series"]) == E.MAX_SERIES and len(snap["ranks"]) == E.MAX_RANKS
+    assert snap["step"] == 1 and snap["tokens"] == 0  # the clock moved by one, no tokens
+    # and a first (full) update, with every kept series, stays under the update bound
+    assert _bytes(live.update(-1)) <= UPDATE_BOUND + _launch_bytes(snap)
