@@ -34,12 +34,15 @@ export function chartHeight(width) {
 
 /**
  * Create a line chart in `container`.
- * series: [{label, color: index into the theme's series colours, width, dash, alpha}]
+ * series: [{label, color: index into the theme's series colours, width, dash, alpha, points}]
  * onCursor(idx | null): called when the pointer moves over the plot (for a custom legend).
+ * yLog: a log-10 y axis (values must be > 0; the caller turns the others into gaps).
+ * yRange: [min, max] fixed, or (min, max) => [min, max]; yFormat: tick label of a y value.
+ * height(width): the chart's height for a width (default chartHeight).
  * Returns {setData(data), setTheme(theme), destroy()}; data is uPlot's aligned [xs, ys...].
  */
-export function createChart(container, { series, theme, onCursor }) {
-  let t = theme;
+export function createChart(container, { series, theme, onCursor, yLog = false, yRange, yFormat, height = chartHeight }) {
+  let t = theme || readTheme(container);
   const width = Math.max(container.clientWidth, 240);
   const axis = (size) => ({
     stroke: () => t.fg,
@@ -48,17 +51,18 @@ export function createChart(container, { series, theme, onCursor }) {
     font: `11px ${t.font}`,
     size,
   });
+  const y = yLog ? { distr: 3, log: 10 } : {};
+  if (yRange) y.range = typeof yRange === "function" ? (_u, min, max) => yRange(min, max) : yRange;
+  const yAxis = { ...axis(44), space: 24 };
+  if (yFormat) yAxis.values = (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : yFormat(v)));
   const opts = {
     width,
-    height: chartHeight(width),
+    height: height(width),
     legend: { show: false },
     // No drag-to-zoom: every live update resets the scales to the data, so a zoom would not stick.
     cursor: { drag: { x: false, y: false, setScale: false }, points: { size: 6 } },
-    scales: { x: { time: false } },
-    axes: [
-      { ...axis(26), space: 60 },
-      { ...axis(44), space: 24 },
-    ],
+    scales: { x: { time: false }, y },
+    axes: [{ ...axis(26), space: 60 }, yAxis],
     series: [
       { label: "step" },
       ...series.map((s) => ({
@@ -68,7 +72,7 @@ export function createChart(container, { series, theme, onCursor }) {
         dash: s.dash,
         alpha: s.alpha ?? 1,
         spanGaps: true,
-        points: { show: false },
+        points: s.points ? { show: true, size: 5, width: 1, fill: () => t.series[s.color % t.series.length] } : { show: false },
       })),
     ],
     hooks: onCursor ? { setCursor: [(u) => onCursor(u.cursor.idx ?? null)] } : {},
@@ -85,7 +89,7 @@ export function createChart(container, { series, theme, onCursor }) {
     if (w <= 0 || w === lastWidth) return;
     lastWidth = w;
     cancelAnimationFrame(frame);
-    frame = requestAnimationFrame(() => u.setSize({ width: lastWidth, height: chartHeight(lastWidth) }));
+    frame = requestAnimationFrame(() => u.setSize({ width: lastWidth, height: height(lastWidth) }));
   });
   ro.observe(container);
 

@@ -29,3 +29,25 @@ export function setAttr(node, name, value) {
     node.setAttribute(name, value);
   }
 }
+
+// A command-line flag with its value ("--budget-tokens 20B", "--peak") must not break across lines
+// at its hyphens: such runs go in a no-wrap span. Everything stays text nodes.
+const FLAG = /--[a-z][\w-]*(?: \d[\w.+-]*)?/g;
+
+/** Set text like setText, keeping command-line flags unbroken; textContent is exactly `text`. */
+export function setReason(node, text) {
+  const s = String(text);
+  if (node.textContent === s) return;
+  const parts = [];
+  let last = 0;
+  for (const m of s.matchAll(FLAG)) {
+    if (m.index > last) parts.push(document.createTextNode(s.slice(last, m.index)));
+    const span = document.createElement("span");
+    span.className = "tm-nowrap";
+    span.textContent = m[0];
+    parts.push(span);
+    last = m.index + m[0].length;
+  }
+  if (last < s.length) parts.push(document.createTextNode(s.slice(last)));
+  node.replaceChildren(...parts);
+}

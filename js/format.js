@@ -85,3 +85,58 @@ export function num(x, digits = 3) {
   if (abs >= 10 ** digits || abs < 1e-3) return x.toExponential(digits - 1);
   return x.toPrecision(digits);
 }
+
+/**
+ * Dollars with cents and thousands separators: 1234.5 -> "$1,234.50"; a positive amount under a
+ * cent reads "< $0.01" (never "$0.00", which would claim it was free).
+ */
+export function dollars(x) {
+  if (!isNum(x)) return NA;
+  if (x > 0 && x < 0.005) return "< $0.01";
+  const sign = x < 0 ? "-" : "";
+  const [whole, cents] = Math.abs(x).toFixed(2).split(".");
+  return `${sign}$${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",")}.${cents}`;
+}
+
+const BINARY = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+
+/** Bytes in binary units, as memory is sold and `nvidia-smi` prints it: 6.57e10 -> "61.2 GiB". */
+export function bytes(x) {
+  if (!isNum(x) || x < 0) return NA;
+  if (x < 1024) return `${Math.round(x)} B`;
+  let tier = Math.min(Math.floor(Math.log2(x) / 10), BINARY.length - 1);
+  let scaled = x / 1024 ** tier;
+  if (Number(scaled.toPrecision(3)) >= 1024 && tier < BINARY.length - 1) {
+    tier += 1;
+    scaled = x / 1024 ** tier;
+  }
+  return `${scaled.toPrecision(3)} ${BINARY[tier]}`;
+}
+
+/** Energy in kilowatt-hours from joules (1 kWh = 3.6e6 J): 4.5e7 -> "12.5 kWh". */
+export function kwh(joules) {
+  if (!isNum(joules) || joules < 0) return NA;
+  const k = joules / 3.6e6;
+  if (k >= 1000) return `${count(k)} kWh`;
+  if (k === 0) return "0 kWh";
+  if (k < 1e-3) return `${(k * 1000).toPrecision(3)} Wh`;
+  return `${k.toPrecision(3)} kWh`;
+}
+
+/** A local date and time from seconds since the Unix epoch: "2025-11-30 09:15". */
+export function dateTime(epochS) {
+  if (!isNum(epochS) || epochS <= 0) return NA;
+  const d = new Date(epochS * 1000);
+  return (
+    `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ` +
+    `${pad2(d.getHours())}:${pad2(d.getMinutes())}`
+  );
+}
+
+/** A plain amount with `digits` significant digits, thousands separated from 1000 up: 0.512 -> "0.512", 1234.5 -> "1,235". */
+export function amount(x, digits = 3) {
+  if (!isNum(x)) return NA;
+  if (Math.abs(x) >= 10 ** digits) return count(x);
+  if (x === 0) return "0";
+  return x.toPrecision(digits);
+}

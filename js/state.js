@@ -9,24 +9,55 @@
 // kernel bridge does on a full resync) starts its seq again from zero. Only deltas are checked
 // against seq, so one that a newer history already holds is not appended twice.
 //   snapshot trait the latest figures (any key may be missing or null)
-// Series are bounded like the kernel's timeline: past MAX_POINTS, every other point of the older half
-// is dropped, so a long run keeps its whole shape at a coarser grain and memory stays flat.
+// Series are bounded like the kernel's timeline (core/timeline.py implements the same algorithm):
+// past MAX_POINTS, the older half is thinned to the min and max of each group of four points, so a
+// long run keeps its whole shape, spikes included, at a coarser grain and memory stays flat.
 
 export const MAX_POINTS = 2000;
 
-/** Decimate until at most `cap` points remain: keep every other point of the older half. Pure. */
+const isFiniteY = (y) => typeof y === "number" && Number.isFinite(y);
+
+/**
+ * Thin until at most `cap` points remain (pure). While over the cap: walk the older half (the first
+ * floor(n/2) points) in consecutive groups of 4; from each full group keep the point with the
+ * smallest y and the point with the largest y, in their original order, ignoring non-finite or
+ * null y (the first of equal values wins); when argmin == argmax, or the group has fewer than 2
+ * finite y, keep the group's first and last point. A trailing partial group (< 4 points) of the
+ * older half is kept whole, and the newer half is kept as is. Stops early if a pass removes
+ * nothing (a cap below 8 points).
+ */
 export function thin(xs, ys, cap = MAX_POINTS) {
-  while (xs.length > cap && xs.length > 2) {
-    const half = xs.length >> 1;
-    const nx = [];
-    const ny = [];
-    for (let i = 0; i < half; i += 2) {
-      nx.push(xs[i]);
-      ny.push(ys[i]);
+  while (xs.length > cap) {
+    const n = xs.length;
+    const half = n >> 1;
+    const keep = [];
+    let i = 0;
+    for (; i + 4 <= half; i += 4) {
+      let lo = -1;
+      let hi = -1;
+      let finiteCount = 0;
+      for (let j = i; j < i + 4; j++) {
+        const y = ys[j];
+        if (!isFiniteY(y)) continue;
+        finiteCount += 1;
+        if (lo < 0 || y < ys[lo]) lo = j;
+        if (hi < 0 || y > ys[hi]) hi = j;
+      }
+      if (finiteCount < 2 || lo === hi) keep.push(i, i + 3);
+      else keep.push(Math.min(lo, hi), Math.max(lo, hi));
     }
-    for (let i = half; i < xs.length; i++) {
-      nx.push(xs[i]);
-      ny.push(ys[i]);
+    for (; i < half; i++) keep.push(i);
+    if (keep.length === half) break; // nothing to thin: the older half has no full group
+    const nx = new Array(keep.length + n - half);
+    const ny = new Array(nx.length);
+    let k = 0;
+    for (const j of keep) {
+      nx[k] = xs[j];
+      ny[k++] = ys[j];
+    }
+    for (let j = half; j < n; j++) {
+      nx[k] = xs[j];
+      ny[k++] = ys[j];
     }
     xs = nx;
     ys = ny;
@@ -154,8 +185,8 @@ function isSeq(x) {
  * snapshot's `ema` field holds), so the line ends where the reported EMA is: one update per point,
  * seeded with the first value, `beta * prev + (1 - beta) * y`, beta = 0.9 as `engine.EMA_BETA`.
  * A null y (a NaN loss on the wire) stays null and the next number re-seeds the average, as there.
- * Over the thinned older half the line is smoother than the kernel's was at the time; the recent half
- * (full resolution, about a thousand points) matches it.
+ * Over the thinned older half (each group's min and max only) the line differs from the kernel's at
+ * the time; the recent half (full resolution, about a thousand points) matches it.
  */
 export function ema(ys, beta = 0.9) {
   const out = new Array(ys.length).fill(null);

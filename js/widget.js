@@ -67,7 +67,7 @@ function render({ model, el }) {
     store = createStore();
     disconnect = connect(model, store);
   }
-  const unmount = mount(el, store);
+  const unmount = mount(el, store, { version: BUNDLE_VERSION });
   return () => {
     unmount();
     disconnect?.();

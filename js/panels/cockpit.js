@@ -1,28 +1,39 @@
-// Cockpit: the loss chart (x = step; every loss series raw, plus an EMA of the training loss) and the
-// big figures: tokens (against the budget when there is one), tokens/s, step time and ETA.
+// Cockpit: the loss chart (x = step; training losses raw and EMA-smoothed, validation losses as
+// points joined by a line, a log-scale switch) and the big figures: tokens against the budget with
+// a progress bar, tokens/s, step time and ETA. Step, elapsed time and run state sit in the header
+// right above it.
 
 import { createChart } from "../charts.js";
+import { classifyLosses, etaWhy, isObj, str } from "../derive.js";
 import { el, setAttr, setText } from "../dom.js";
 import { duration, isNum, NA, num, percent, si, tokens as tokenCount } from "../format.js";
 import { align, ema } from "../state.js";
 import { createFigure } from "./figure.js";
-import { isObj, str } from "./header.js";
+import { createPanel } from "./panel.js";
 
-const MAX_LOSS_SERIES = 6;
+const MAX_LOSS_LINES = 7; // one per theme colour
 const ENDED = ["finished", "failed", "interrupted"];
 
-/** The loss series to draw, training loss first: [{name, train}] from the store's series names. */
-export function lossSeries(names) {
-  const losses = names.filter((n) => /loss/i.test(n) && !/_ema$/.test(n));
-  const train =
-    losses.find((n) => n === "train_loss") ||
-    losses.find((n) => /train/i.test(n)) ||
-    losses.find((n) => n === "loss") ||
-    null;
-  const rest = losses.filter((n) => n !== train).sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : 1));
-  return { train, others: rest.slice(0, MAX_LOSS_SERIES - 1) };
+/**
+ * The lines of the loss chart from the store's series names: the primary training loss raw (faint)
+ * and smoothed, the other training losses raw, then the validation losses with their points.
+ */
+export function lossLines(names) {
+  const { train, val } = classifyLosses(names);
+  const lines = [];
+  const [primary, ...otherTrain] = train;
+  if (primary) {
+    lines.push({ name: primary, label: primary, kind: "raw", val: false, color: 0, alpha: 0.45, width: 1 });
+    lines.push({ name: primary, label: `${primary} (EMA)`, kind: "ema", val: false, color: 1, width: 2 });
+  }
+  for (const n of val) lines.push({ name: n, label: n, kind: "raw", val: true, width: 1.5, points: true });
+  for (const n of otherTrain) lines.push({ name: n, label: n, kind: "raw", val: false, width: 1.25 });
+  const kept = lines.slice(0, MAX_LOSS_LINES);
+  kept.forEach((l, i) => {
+    if (l.color === undefined) l.color = Math.min(i, 6);
+  });
+  return kept;
 }
-const rank = (n) => (n === "val_loss" ? 0 : /val|eval|valid/i.test(n) ? 1 : 2);
 
 /** Fraction of the token budget spent: the snapshot's own figure, else tokens / budget. */
 export function progressOf(snap) {
@@ -33,53 +44,60 @@ export function progressOf(snap) {
   return null;
 }
 
-export function createCockpit() {
-  const loss = createLossCard();
+export function createCockpit(view) {
+  const panel = createPanel("cockpit", "cockpit");
+  const loss = createLossCard(view);
   const figures = createFigures();
+  panel.body.append(loss.el, figures.el);
   return {
-    el: el("div", { class: "tm-cockpit" }, loss.el, figures.el),
-    update(snap, store, historyChanged) {
-      loss.update(snap, store, historyChanged);
-      figures.update(snap);
+    el: panel.el,
+    update(ctx) {
+      loss.update(ctx);
+      figures.update(ctx.snap);
+      const state = isObj(ctx.snap.run) ? str(ctx.snap.run.state) : "";
+      panel.summarize(state ? `${state} · step ${isNum(ctx.snap.step) ? ctx.snap.step : NA}` : "");
     },
     setTheme: (t) => loss.setTheme(t),
     destroy: () => loss.destroy(),
   };
 }
 
-/** The loss chart with its legend; the chart is re-created only when the set of series changes. */
-function createLossCard() {
+/** The loss chart with its legend; the chart is re-created only when its lines or scale change. */
+function createLossCard(view) {
   const legend = el("div", { class: "tm-legend", testid: "tm-loss-legend" });
   const plot = el("div", { class: "tm-plot", testid: "tm-loss-chart" });
   const empty = el("div", { class: "tm-empty", text: "no loss reported yet" });
-  const chartCard = el(
+  const logBox = el("input", { type: "checkbox", testid: "tm-log-scale" });
+  logBox.checked = view.logScale;
+  logBox.addEventListener("change", () => view.set("logScale", logBox.checked));
+  const card = el(
     "div",
     { class: "tm-card tm-chart-card" },
-    el("div", { class: "tm-card-title", text: "loss" }),
+    el(
+      "div",
+      { class: "tm-card-head" },
+      el("div", { class: "tm-card-title", text: "loss" }),
+      el("label", { class: "tm-check" }, logBox, document.createTextNode(" log scale")),
+    ),
     legend,
     el("div", { class: "tm-plot-wrap" }, plot, empty),
   );
 
   let chart = null;
   let chartKey = "";
-  let lines = []; // [{name, label, kind: "raw"|"ema", color}]
+  let lines = [];
   let data = [[]];
   let theme = null;
+  let logScale = false;
 
-  function rebuild(spec) {
+  function rebuild() {
     chart?.destroy();
     chart = null;
-    lines = [];
-    const { train, others } = spec;
-    if (train) {
-      lines.push({ name: train, label: train, kind: "raw", color: 0, alpha: 0.45, width: 1 });
-      lines.push({ name: train, label: `${train} (EMA)`, kind: "ema", color: 1, width: 2 });
-    }
-    others.forEach((n, i) => lines.push({ name: n, label: n, kind: "raw", color: 2 + i, width: 1.5 }));
     if (!lines.length) return;
     chart = createChart(plot, {
-      series: lines.map((l) => ({ label: l.label, color: l.color, width: l.width, alpha: l.alpha })),
+      series: lines.map((l) => ({ label: l.label, color: l.color, width: l.width, alpha: l.alpha, points: l.points })),
       theme,
+      yLog: logScale,
       onCursor: (idx) => drawLegend(idx),
     });
   }
@@ -92,14 +110,16 @@ function createLossCard() {
     legend.replaceChildren();
     legendItems = lines.map((l) => {
       const val = el("span", { class: "tm-legend-value" });
-      const item = el(
-        "span",
-        { class: `tm-legend-item tm-legend-${l.kind}` },
-        el("span", { class: `tm-swatch tm-swatch-${l.color}` }),
-        el("span", { class: "tm-legend-name", text: l.label }),
-        val,
+      legend.append(
+        el(
+          "span",
+          { class: `tm-legend-item tm-legend-${l.kind}${l.val ? " tm-legend-val" : ""}` },
+          el("span", { class: `tm-swatch tm-swatch-${l.color}` }),
+          el("span", { class: "tm-legend-name", text: l.label, title: l.label }),
+          l.val ? el("span", { class: "tm-legend-kind", text: "val" }) : null,
+          val,
+        ),
       );
-      legend.append(item);
       return val;
     });
     legendStep = el("span", { class: "tm-legend-step" });
@@ -115,16 +135,19 @@ function createLossCard() {
     if (legendStep) setText(legendStep, at ? `step ${data[0][idx]}` : "");
   }
 
-  function updateChart(snap, store, historyChanged) {
-    const spec = lossSeries([...store.series.keys()]);
-    const key = JSON.stringify(spec);
+  function update({ snap, store, historyChanged }) {
+    const next = lossLines([...store.series.keys()]);
+    const key = JSON.stringify(next) + (view.logScale ? "|log" : "");
+    if (logBox.checked !== view.logScale) logBox.checked = view.logScale;
     if (key !== chartKey) {
       chartKey = key;
-      rebuild(spec);
+      lines = next;
+      logScale = view.logScale;
+      rebuild();
       buildLegend();
       historyChanged = true;
     }
-    empty.hidden = lines.length > 0 && lines.some((l) => (store.series.get(l.name)?.xs.length ?? 0) > 0);
+    empty.hidden = lines.some((l) => (store.series.get(l.name)?.xs.length ?? 0) > 0);
     if (historyChanged && chart) {
       const cols = lines.map((l) => {
         const s = store.series.get(l.name);
@@ -133,7 +156,8 @@ function createLossCard() {
         return given || { xs: s.xs, ys: ema(s.ys) };
       });
       data = align(cols);
-      chart.setData(data);
+      // A log axis cannot show zero or a negative loss: those points become gaps, not zeros.
+      chart.setData(logScale ? data.map((col, i) => (i === 0 ? col : col.map((y) => (y > 0 ? y : null)))) : data);
     }
     // Latest values: the snapshot's own figures where it has them (its EMA is the official one).
     const reported = isObj(snap.series) ? snap.series : {};
@@ -146,8 +170,8 @@ function createLossCard() {
   }
 
   return {
-    el: chartCard,
-    update: updateChart,
+    el: card,
+    update,
     setTheme(t) {
       theme = t;
       chart?.setTheme(t);
@@ -176,9 +200,9 @@ function createFigures() {
   function update(snap) {
     const p = progressOf(snap);
     const budget = isNum(snap.budget_tokens) && snap.budget_tokens > 0 ? snap.budget_tokens : null;
-    tokens.set(tokenCount(snap.tokens), {
-      subText: budget ? `of ${tokenCount(budget, 3)} · ${percent(p)}` : "no token budget set",
-    });
+    const budgetText = budget ? `of ${tokenCount(budget, 3)} · ${percent(p)}` : "no budget declared";
+    if (isNum(snap.tokens)) tokens.set(tokenCount(snap.tokens), { subText: budgetText });
+    else tokens.missing("not measured yet", "waiting for the first step", { subText: budgetText });
     bar.hidden = budget === null || !isNum(p);
     if (!bar.hidden) {
       const pct = Math.min(100, Math.max(0, p * 100));
@@ -186,22 +210,24 @@ function createFigures() {
       setAttr(bar, "aria-valuenow", pct.toFixed(1));
     }
 
-    rate.set(si(snap.tokens_per_s, "", 3), {
-      unitText: isNum(snap.tokens_per_s) ? "tok/s" : "",
-      subText: isNum(snap.tokens_per_s_avg) ? `avg ${si(snap.tokens_per_s_avg, "", 3)} tok/s` : "",
-    });
-    stepTime.set(duration(snap.step_time_s));
+    if (isNum(snap.tokens_per_s)) {
+      rate.set(si(snap.tokens_per_s, "", 3), {
+        unitText: "tok/s",
+        subText: isNum(snap.tokens_per_s_avg) ? `avg ${si(snap.tokens_per_s_avg, "", 3)} tok/s` : "",
+      });
+    } else rate.missing("not measured yet", "needs two timed steps");
+    if (isNum(snap.step_time_s)) stepTime.set(duration(snap.step_time_s), { subText: "mean of the last 20 steps" });
+    else stepTime.missing("not measured yet", "needs two timed steps");
 
     const state = isObj(snap.run) ? str(snap.run.state) : "";
     const reached = budget && isNum(snap.progress) && snap.progress >= 1;
     if (ENDED.includes(state)) {
       // "done" only when the budget was reached; a run that stopped short says how far it got
       const short = budget && isNum(snap.progress) ? ` at ${(100 * snap.progress).toFixed(1)}% of budget` : "";
-      eta.set(reached ? "done" : NA, { subText: `run ${state}${reached ? "" : short}` });
-    }
-    else if (!budget) eta.set(NA, { subText: "no token budget set" });
-    else if (!isNum(snap.eta_s)) eta.set(NA, { subText: "measuring throughput" });
-    else eta.set(duration(snap.eta_s), { subText: "to the token budget" });
+      if (reached) eta.set("done", { subText: `run ${state}` });
+      else eta.missing("no ETA", `run ${state}${short}`);
+    } else if (isNum(snap.eta_s)) eta.set(duration(snap.eta_s), { subText: "to the budget at the current rate" });
+    else eta.missing("no ETA", etaWhy(snap));
   }
 
   return {

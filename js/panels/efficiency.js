@@ -1,93 +1,213 @@
-// Efficiency strip: FLOPs per token and MFU, each large with its convention's name beside it, the other
-// conventions smaller; FLOPs spent against what the budget requires; the peak MFU is measured against.
-// No MFU is ever shown without a peak: the reason from the snapshot's notes is shown instead.
+// Efficiency: MFU large under the convention picked in this view (a <select>; all conventions are
+// computed, the others sit beside it), FLOPs per token with the executed (`counted`) figure beside
+// it, never in its place, FLOPs spent against FLOPs required, achieved model TFLOP/s per GPU, and
+// MFU over time computed in the browser from the tokens_per_s series. Every FLOPs or MFU figure
+// carries its convention's name (invariant 3). No MFU without a peak: the reason is shown instead.
 
-import { el } from "../dom.js";
-import { isNum, NA, percent, si } from "../format.js";
-import { createFigure } from "./figure.js";
-import { isObj, str } from "./header.js";
+import { createChart } from "../charts.js";
+import {
+  byConv,
+  CONVENTIONS,
+  flopsRequired,
+  isObj,
+  mfuChartWhy,
+  mfuFigure,
+  mfuOverTime,
+  noteAbout,
+  NOT_MEASURED,
+  runConvention,
+  shownConvention,
+  sortConventions,
+  str,
+} from "../derive.js";
+import { el, setReason, setText } from "../dom.js";
+import { isNum, percent, si } from "../format.js";
+import { createFigure, showFigure } from "./figure.js";
+import { createPanel } from "./panel.js";
 
-const ORDER = ["hf", "megatron", "titan", "embeddings"];
+export { flopsRequired, noteAbout, sortConventions };
+/** Kept for callers of the first version: the run's own convention. */
+export const conventionOf = runConvention;
 
-/** The convention the run reports in: the snapshot's own, else the first it has figures for. */
-export function conventionOf(snap) {
-  if (str(snap.convention)) return snap.convention;
-  const fpt = isObj(snap.flops_per_token) ? Object.keys(snap.flops_per_token) : [];
-  return fpt.length ? sortConventions(fpt)[0] : "";
-}
+export function createEfficiency(view) {
+  const panel = createPanel("efficiency", "efficiency");
 
-/** Known conventions in a fixed order, then any others alphabetically. */
-export function sortConventions(names) {
-  const known = ORDER.filter((n) => names.includes(n));
-  return known.concat(names.filter((n) => !ORDER.includes(n)).sort());
-}
-
-/** The first note that explains a missing figure, e.g. "no MFU: no peak is known for this device". */
-export function noteAbout(notes, pattern) {
-  if (!Array.isArray(notes)) return "";
-  return notes.find((n) => typeof n === "string" && pattern.test(n)) || "";
-}
-
-/**
- * FLOPs a run needs to reach its token budget under one convention: budget_tokens × FLOPs per token
- * (both from the snapshot; null when either is unknown).
- */
-export function flopsRequired(snap, conv) {
-  const fpt = isObj(snap.flops_per_token) ? snap.flops_per_token[conv] : null;
-  return isNum(snap.budget_tokens) && snap.budget_tokens > 0 && isNum(fpt) ? snap.budget_tokens * fpt : null;
-}
-
-export function createEfficiency() {
-  const fpt = createFigure("FLOPs per token", "tm-flops-per-token", { wide: true });
-  const fptOthers = el("div", { class: "tm-others", testid: "tm-flops-per-token-others" });
-  fpt.append(fptOthers);
-  const mfu = createFigure("MFU", "tm-mfu", { wide: true });
-  const mfuOthers = el("div", { class: "tm-others", testid: "tm-mfu-others" });
-  mfu.append(mfuOthers);
-  const spent = createFigure("FLOPs spent", "tm-flops-spent");
-  const root = el(
+  // The convention switch: changes what is shown large everywhere in this view, nothing else.
+  const select = el("select", { class: "tm-select", testid: "tm-convention", "aria-label": "FLOPs convention" });
+  select.addEventListener("change", () => view.set("convention", select.value));
+  const runConv = el("span", { class: "tm-control-note" });
+  const controls = el(
     "div",
-    { class: "tm-card tm-efficiency" },
-    el("div", { class: "tm-card-title", text: "efficiency" }),
-    el("div", { class: "tm-eff-grid" }, fpt.el, mfu.el, spent.el),
+    { class: "tm-controls" },
+    el("label", { class: "tm-control" }, document.createTextNode("convention "), select),
+    runConv,
   );
 
-  return {
-    el: root,
-    update(snap) {
-      const conv = conventionOf(snap);
-      const notes = snap.notes;
-      const table = isObj(snap.flops_per_token) ? snap.flops_per_token : {};
-      const value = conv ? table[conv] : null;
-      if (isNum(value)) fpt.set(si(value, "FLOP/token"), { tagText: conv });
-      else fpt.set(NA, { subText: noteAbout(notes, /flop|model|param/i) || "model not seen yet", muted: true });
-      others(fptOthers, table, conv, (v) => si(v, "FLOP"));
+  const mfu = createFigure("MFU", "tm-mfu", { wide: true, numTestid: "tm-mfu", tagTestid: "tm-mfu-convention" });
+  const mfuOthers = el("div", { class: "tm-others", testid: "tm-mfu-others" });
+  mfu.append(mfuOthers);
+  const fpt = createFigure("FLOPs per token", "tm-flops-per-token", { wide: true });
+  const fptOthers = el("div", { class: "tm-others", testid: "tm-flops-per-token-others" });
+  const counted = el("div", { class: "tm-counted", testid: "tm-flops-counted" });
+  fpt.append(fptOthers);
+  fpt.append(counted);
+  const spent = createFigure("FLOPs spent", "tm-flops-spent");
+  const spentOthers = el("div", { class: "tm-others" });
+  spent.append(spentOthers);
+  const perGpu = createFigure("model FLOP/s per GPU", "tm-flops-per-gpu");
 
-      const fractions = isObj(snap.mfu) ? snap.mfu : {};
-      const peak = isObj(snap.peak) ? snap.peak : null;
-      if (isNum(fractions[conv]) && peak) {
-        mfu.set(percent(fractions[conv]), { tagText: conv, subText: peakLine(peak, snap.model), title: peakTitle(peak) });
-      } else {
-        const why = noteAbout(notes, /mfu|peak/i) || (peak ? "measuring throughput" : "no peak known");
-        mfu.set(NA, { subText: why, muted: true });
-      }
-      others(mfuOthers, peak ? fractions : {}, conv, percent);
+  const chartPlot = el("div", { class: "tm-plot" });
+  // The reason sits in an inner span: the box is a flex container, which would drop the spaces
+  // around a no-wrap flag span.
+  const chartWhyText = el("span");
+  const chartWhy = el("div", { class: "tm-empty" }, chartWhyText);
+  const chartTitle = el("div", { class: "tm-card-title" });
+  const chartBox = el(
+    "div",
+    { class: "tm-mfu-chart" },
+    chartTitle,
+    el("div", { class: "tm-plot-wrap tm-plot-wrap-small", testid: "tm-mfu-chart" }, chartPlot, chartWhy),
+  );
 
-      const done = isObj(snap.flops_spent) ? snap.flops_spent[conv] : null;
-      const need = flopsRequired(snap, conv);
-      spent.set(si(done, "FLOP"), {
-        tagText: isNum(done) ? conv : "",
-        subText: isNum(need) ? `of ${si(need, "FLOP")} for the budget` : "",
-        muted: !isNum(done),
+  panel.body.append(
+    controls,
+    el("div", { class: "tm-eff-grid" }, mfu.el, fpt.el, spent.el, perGpu.el),
+    chartBox,
+  );
+
+  let chart = null;
+  let chartKey = "";
+  let theme = null;
+  let options = "";
+
+  function fillSelect(snap, conv) {
+    const names = sortConventions([
+      ...new Set([...CONVENTIONS, ...(isObj(snap.flops_per_token) ? Object.keys(snap.flops_per_token) : [])]),
+    ]);
+    const key = names.join(",");
+    if (key !== options) {
+      options = key;
+      select.replaceChildren(...names.map((n) => el("option", { value: n, text: n })));
+    }
+    if (select.value !== conv && names.includes(conv)) select.value = conv;
+  }
+
+  function updateChart(snap, store, conv, historyChanged) {
+    const why = mfuChartWhy(snap, conv);
+    setText(chartTitle, `MFU over time [${conv || "no convention"}]`);
+    const series = why
+      ? null
+      : mfuOverTime(store.series.get("tokens_per_s"), byConv(snap, "flops_per_token", conv), snap.gpus, snap.peak.flops);
+    const hasPoints = series && series.ys.some((y) => y !== null);
+    const reason = why || (hasPoints ? "" : `MFU over time: ${NOT_MEASURED} (needs tokens/s at two or more steps)`);
+    setReason(chartWhyText, reason);
+    chartWhy.hidden = !reason;
+    if (reason) {
+      chart?.destroy();
+      chart = null;
+      chartKey = "";
+      return;
+    }
+    const key = `${conv}|${snap.gpus}|${snap.peak.flops}|${byConv(snap, "flops_per_token", conv)}`;
+    if (!chart) {
+      chart = createChart(chartPlot, {
+        series: [{ label: `MFU [${conv}]`, color: 1, width: 1.75 }],
+        theme,
+        height: (w) => Math.round(Math.min(170, Math.max(120, w * 0.3))),
+        yRange: (_min, max) => [0, max > 0 ? max * 1.15 : 1],
+        yFormat: (v) => `${+v.toFixed(v < 10 ? 1 : 0)}%`,
       });
+      historyChanged = true;
+    }
+    if (historyChanged || key !== chartKey) {
+      chartKey = key;
+      chart.setData([series.xs, series.ys.map((y) => (y === null ? null : 100 * y))]);
+    }
+  }
+
+  return {
+    el: panel.el,
+    update({ snap, store, historyChanged }) {
+      const conv = shownConvention(snap, view.convention);
+      const rc = runConvention(snap);
+      fillSelect(snap, conv);
+      setText(runConv, rc && rc !== conv ? `the run reports in ${rc}` : "");
+      const peak = isObj(snap.peak) ? snap.peak : null;
+
+      // MFU, large, with its convention; the other conventions beside it.
+      const m = mfuFigure(snap, conv);
+      const avg = byConv(snap, "mfu_avg", conv);
+      showFigure(mfu, m, percent, {
+        tagText: conv,
+        subText: [peak ? peakLine(peak, snap) : "", isNum(avg) ? `run average ${percent(avg)} [${conv}]` : ""]
+          .filter(Boolean)
+          .join(" · "),
+        title: peak ? peakTitle(peak) : null,
+      });
+      others(mfuOthers, peak && isObj(snap.mfu) ? snap.mfu : {}, conv, percent);
+      panel.summarize(m.value !== null ? `MFU ${percent(m.value)} [${conv}]` : "");
+
+      // FLOPs per token under the convention, the others beside, the executed count beside them.
+      const table = isObj(snap.flops_per_token) ? snap.flops_per_token : {};
+      const f = byConv(snap, "flops_per_token", conv);
+      if (f !== null) fpt.set(si(f, "FLOP/token"), { tagText: conv });
+      else fpt.missing("not measured yet", noteAbout(snap.notes, /flop|model|param/i) || "no model seen yet");
+      others(fptOthers, table, conv, (v) => si(v, "FLOP"));
+      setText(
+        counted,
+        isNum(snap.flops_per_token_counted)
+          ? `${si(snap.flops_per_token_counted, "FLOP/token")} [counted]: executed FLOPs of one real step (recompute included)`
+          : `[counted] executed FLOPs: ${NOT_MEASURED}`,
+      );
+      counted.classList.toggle("tm-unknown", !isNum(snap.flops_per_token_counted));
+
+      // FLOPs spent against FLOPs required for the budget.
+      const done = byConv(snap, "flops_spent", conv);
+      const need = flopsRequired(snap, conv);
+      const budgetWhy = isNum(snap.budget_tokens) || isNum(snap.budget_flops) ? "" : "no budget declared";
+      showFigure(
+        spent,
+        done !== null ? { value: done } : { value: null, why: `not measured yet: ${f === null ? "no FLOPs per token yet" : "no tokens counted yet"}` },
+        (v) => si(v, "FLOP"),
+        { tagText: conv, subText: need !== null ? `of ${si(need, "FLOP")} [${conv}] required for the budget` : budgetWhy },
+      );
+      others(spentOthers, isObj(snap.flops_spent) ? snap.flops_spent : {}, conv, (v) => si(v, "FLOP"));
+
+      // Achieved model FLOP/s per GPU (the numerator of MFU, per device).
+      const pg = byConv(snap, "model_flops_per_s_per_gpu", conv);
+      if (pg !== null) {
+        perGpu.set(si(pg, "FLOP/s"), {
+          tagText: conv,
+          subText: peak && isNum(peak.flops) ? `per GPU, of a ${si(peak.flops, "FLOP/s", 4)} dense peak` : "per GPU",
+        });
+      } else if (snap.gpus === 0) {
+        const total = byConv(snap, "model_flops_per_s", conv);
+        perGpu.missing("no GPUs", "this run counts no GPUs (CPU, no declared peak)", {
+          subText: total !== null ? `model FLOP/s of the whole run: ${si(total, "FLOP/s")} [${conv}]` : "",
+        });
+      }
+      else if (!isNum(snap.tokens_per_s)) perGpu.missing("not measured yet", "needs two timed steps");
+      else perGpu.missing("not measured yet", "model FLOP/s per GPU is not in this snapshot");
+
+      updateChart(snap, store, conv, historyChanged);
+    },
+    setTheme(t) {
+      theme = t;
+      chart?.setTheme(t);
+    },
+    destroy() {
+      chart?.destroy();
+      chart = null;
     },
   };
 }
 
-/** "of 989 TFLOP/s bf16 × 8 (datasheet)": what MFU divides by, and where that number came from
+/** "of 989.5 TFLOP/s bf16 × 8 (datasheet)": what MFU divides by, and where that number came from
  * (a table row not yet re-read from its datasheet says so). */
-function peakLine(peak, model) {
-  const gpus = isObj(model) && isNum(model.gpus) && model.gpus > 1 ? ` × ${model.gpus}` : "";
+function peakLine(peak, snap) {
+  const m = isObj(snap.model) ? snap.model : {};
+  const n = isNum(snap.gpus) ? snap.gpus : m.gpus;
+  const gpus = isNum(n) && n > 1 ? ` × ${n}` : "";
   const dtype = str(peak.dtype) ? ` ${peak.dtype}` : "";
   const table = peak.verified === true ? " (datasheet)" : " (table, unverified)";
   const source = peak.source === "declared" ? " (declared)" : peak.source === "table" ? table : "";
@@ -100,7 +220,7 @@ function peakTitle(peak) {
 
 /** The other conventions, small: "4.70 MFLOP [hf]". Rebuilt only when the text changes. */
 const shown = new WeakMap();
-function others(container, table, conv, fmt) {
+export function others(container, table, conv, fmt) {
   const names = sortConventions(Object.keys(table)).filter((n) => n !== conv && isNum(table[n]));
   const text = names.map((n) => `${fmt(table[n])} [${n}]`);
   const key = text.join("\n");

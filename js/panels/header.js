@@ -1,6 +1,7 @@
 // Header: run name, state badge, step, elapsed time, and one line about the model.
 
 import { el, setAttr, setText } from "../dom.js";
+import { deviceLine, isObj, str } from "../derive.js";
 import { count, duration, isNum, si } from "../format.js";
 
 export const STATES = ["running", "finished", "failed", "interrupted", "idle"];
@@ -43,24 +44,24 @@ export function createHeader() {
       setText(step, count(snap.step));
       setText(elapsed, duration(snap.elapsed_s));
       setText(segment, isNum(run.segment) && run.segment > 1 ? `segment ${run.segment}` : "");
-      setText(model, modelLine(snap.model));
+      setText(model, modelLine(snap.model, deviceLine(snap)));
     },
   };
 }
 
 /** "GPT · 820k params · 4 layers × 128 · seq 128 · float32 · cpu" from whatever is known. */
-export function modelLine(m) {
+export function modelLine(m, device = "") {
   if (!isObj(m)) return "";
   const parts = [];
   if (str(m.name)) parts.push(m.name);
   if (isNum(m.params)) parts.push(`${si(m.params)} params`);
   if (isNum(m.layers) && isNum(m.width)) parts.push(`${m.layers} layers × ${m.width}`);
   if (isNum(m.seq_len)) parts.push(`seq ${m.seq_len}`);
-  if (str(m.dtype)) parts.push(m.dtype);
-  const gpus = isNum(m.gpus) && m.gpus > 1 ? `${m.gpus} × ` : "";
-  if (str(m.device)) parts.push(`${gpus}${m.device}`);
+  const dtype = str(m.run_dtype) || str(m.dtype);
+  if (dtype) parts.push(dtype);
+  if (device) parts.push(device);
+  else if (str(m.device)) parts.push(isNum(m.gpus) && m.gpus > 1 ? `${m.gpus} × ${m.device}` : m.device);
   return parts.join(" · ");
 }
 
-export const isObj = (x) => x !== null && typeof x === "object" && !Array.isArray(x);
-export const str = (x) => (typeof x === "string" && x ? x : "");
+export { isObj, str };

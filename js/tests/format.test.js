@@ -52,3 +52,24 @@ test("percentages, counts and plain numbers", () => {
   assert.equal(num(2.3125), "2.31");
   assert.equal(num(0), "0");
 });
+
+test("dollars, bytes, energy and plain amounts", async () => {
+  const { amount, bytes, dollars, kwh } = await import("../format.js");
+  assert.equal(dollars(30), "$30.00");
+  assert.equal(dollars(1234.5), "$1,234.50");
+  assert.equal(dollars(0), "$0.00");
+  assert.equal(dollars(0.001), "< $0.01");
+  assert.equal(dollars(null), NA);
+  assert.equal(bytes(65712472064), "61.2 GiB");
+  assert.equal(bytes(512), "512 B");
+  assert.equal(bytes(2199023255552), "2.00 TiB");
+  assert.equal(bytes(null), NA);
+  assert.equal(kwh(4.5e7), "12.5 kWh");
+  assert.equal(kwh(3.6e9), "1,000 kWh");
+  assert.equal(kwh(0), "0 kWh");
+  assert.equal(kwh(1800), "0.500 Wh");
+  assert.equal(kwh(null), NA);
+  assert.equal(amount(1.0243), "1.02");
+  assert.equal(amount(1234.5), "1,235");
+  assert.equal(amount(undefined), NA);
+});

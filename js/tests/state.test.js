@@ -62,9 +62,64 @@ test("the store stays bounded however long the run, keeping the newest points", 
   assert.deepEqual(xs.slice(-100), range(100, 9900));
 });
 
-test("thinning drops every other point of the older half, like core.timeline", () => {
-  const [xs] = thin(range(9), range(9), 8);
-  assert.deepEqual(xs, [0, 2, 4, 5, 6, 7, 8]);
+test("thinning keeps the min and max of each group of four in the older half, in order", () => {
+  // n = 10 > cap 9: older half = points 0..4: one full group (0..3) and a partial group (4)
+  const ys = [5, 1, 9, 3, 2, 7, 7, 7, 7, 7];
+  const [xs, kept] = thin(range(10), ys, 9);
+  assert.deepEqual(xs, [1, 2, 4, 5, 6, 7, 8, 9]); // argmin 1, argmax 2; point 4 kept whole
+  assert.deepEqual(kept, [1, 9, 2, 7, 7, 7, 7, 7]);
+  // the max before the min stays before it
+  assert.deepEqual(thin(range(10), [1, 9, 0, 5, 0, 0, 0, 0, 0, 0], 9)[0], [1, 2, 4, 5, 6, 7, 8, 9]);
+});
+
+test("thinning keeps a group's first and last point when its min is its max or it has < 2 numbers", () => {
+  assert.deepEqual(thin(range(10), [2, 2, 2, 2, 0, 0, 0, 0, 0, 0], 9)[0], [0, 3, 4, 5, 6, 7, 8, 9]);
+  assert.deepEqual(thin(range(10), [null, 4, Number.NaN, null, 0, 0, 0, 0, 0, 0], 9)[0], [0, 3, 4, 5, 6, 7, 8, 9]);
+  // null and NaN are ignored when picking: the min and max of the finite ones win
+  assert.deepEqual(thin(range(10), [null, 4, 8, null, 0, 0, 0, 0, 0, 0], 9)[0], [1, 2, 4, 5, 6, 7, 8, 9]);
+});
+
+test("thinning repeats while over the cap (hand-computed passes)", () => {
+  // 20 -> 16 -> 12 -> 10 points; with y = x each group keeps its first and last point
+  const [xs, ys] = thin(range(20), range(20), 10);
+  assert.deepEqual(xs, [0, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
+  assert.deepEqual(ys, xs);
+  const [once] = thin(range(20), range(20), 16);
+  assert.deepEqual(once, [0, 3, 4, 7, 8, 9, ...range(10, 10)]);
+  // under the cap: untouched; a cap too small to reach stops instead of looping
+  assert.deepEqual(thin(range(5), range(5), 5)[0], range(5));
+  assert.deepEqual(thin(range(7), range(7), 2)[0], range(7)); // older half 0..2 has no full group
+});
+
+test("a spike and a dip survive any amount of thinning", () => {
+  const store = createStore();
+  store.setHistory({ seq: 0, series: {} });
+  let seq = 0;
+  for (let from = 0; from < 200000; from += 5000) {
+    const xs = range(5000, from);
+    const ys = xs.map((x) => (x === 777 ? 1000 : x === 123457 ? -1000 : 1 + 0.001 * Math.sin(x)));
+    store.applyPoints({ seq: ++seq, series: { loss: [xs, ys] } });
+  }
+  const { xs, ys } = store.series.get("loss");
+  assert.ok(xs.length <= MAX_POINTS);
+  assert.equal(Math.max(...ys), 1000);
+  assert.equal(Math.min(...ys), -1000);
+  assert.ok(xs.includes(777) && xs.includes(123457));
+});
+
+test("a million applied points stay within MAX_POINTS, newest kept at full resolution", () => {
+  const store = createStore();
+  store.setHistory({ seq: 0, series: {} });
+  for (let seq = 1; seq <= 1000; seq++) {
+    const xs = range(1000, (seq - 1) * 1000);
+    store.applyPoints({ seq, series: { a: [xs, xs.map((x) => Math.cos(x))] } });
+  }
+  const { xs } = store.series.get("a");
+  assert.ok(xs.length <= MAX_POINTS, `${xs.length} points`);
+  assert.equal(xs[0], 0);
+  assert.equal(xs[xs.length - 1], 999999);
+  assert.deepEqual(xs.slice(-500), range(500, 999500));
+  for (let i = 1; i < xs.length; i++) assert.ok(xs[i] > xs[i - 1]);
 });
 
 test("subscribers hear each change once", () => {

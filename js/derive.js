@@ -1,0 +1,338 @@
+// Pure functions that turn a snapshot (docs/spec.md "Snapshot") into what the panels show. No DOM
+// here, so node --test covers them. A figure the snapshot does not hold is never guessed: it comes
+// back as {value: null, why: "plain reason"}, and the panel prints the reason, never a zero.
+
+import { isNum } from "./format.js";
+
+export const isObj = (x) => x !== null && typeof x === "object" && !Array.isArray(x);
+export const str = (x) => (typeof x === "string" && x ? x : "");
+
+/** The named FLOPs conventions, in the order they are listed (docs/spec.md "FLOPs per token"). */
+export const CONVENTIONS = ["hf", "megatron", "titan", "embeddings"];
+
+export const NOT_MEASURED = "not measured yet";
+
+/**
+ * A reason split into a short headline and the rest: "no MFU: no peak is known" -> ["no MFU",
+ * "no peak is known"]; a reason with no ": " is all headline.
+ */
+export function splitReason(why) {
+  const s = String(why || "n/a");
+  const i = s.indexOf(": ");
+  return i < 0 ? [s] : [s.slice(0, i), s.slice(i + 2)];
+}
+
+/** {value, why}: a known value, or null and the reason it is missing. */
+export const known = (value) => ({ value, why: "" });
+export const missing = (why) => ({ value: null, why });
+
+/** Known conventions in a fixed order, then any others alphabetically. */
+export function sortConventions(names) {
+  const known = CONVENTIONS.filter((n) => names.includes(n));
+  return known.concat(names.filter((n) => !CONVENTIONS.includes(n)).sort());
+}
+
+/** The convention the run reports in: the snapshot's own, else the first it has figures for. */
+export function runConvention(snap) {
+  if (str(snap.convention)) return snap.convention;
+  const fpt = isObj(snap.flops_per_token) ? Object.keys(snap.flops_per_token) : [];
+  return fpt.length ? sortConventions(fpt)[0] : "";
+}
+
+/** The convention this view shows large: the one picked in this view, else the run's. */
+export function shownConvention(snap, picked) {
+  return str(picked) || runConvention(snap);
+}
+
+/** One convention's entry of a by-convention snapshot key (flops_spent, mfu, ...), or null. */
+export function byConv(snap, key, conv) {
+  const table = snap[key];
+  return isObj(table) && isNum(table[conv]) ? table[conv] : null;
+}
+
+/** The first note that explains a missing figure, e.g. "no MFU: no dense peak is known for cpu". */
+export function noteAbout(notes, pattern) {
+  if (!Array.isArray(notes)) return "";
+  return notes.find((n) => typeof n === "string" && pattern.test(n)) || "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loss series: which are validation, which are training.
+
+const HELD_OUT = new Set(["val", "valid", "validation", "eval", "evaluation", "test", "dev", "holdout"]);
+
+/** Words of a series name: "eval/lm_loss" -> ["eval", "lm", "loss"], "valLoss" -> ["val", "loss"]. */
+export function nameWords(name) {
+  return String(name)
+    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter(Boolean);
+}
+
+/** A loss series: "loss" anywhere in the name; a name ending in _ema is a smoothed copy, not a series. */
+export function isLoss(name) {
+  return typeof name === "string" && /loss/i.test(name) && !/[_/.]ema$/i.test(name);
+}
+
+/**
+ * A validation loss: a loss whose name has a held-out word (val, valid, validation, eval,
+ * evaluation, test, dev, holdout) as a whole word: val_loss, val/loss, eval_loss, eval/loss,
+ * validation_loss, loss/val, valLoss. "interval_loss" is a training loss.
+ */
+export function isValLoss(name) {
+  return isLoss(name) && nameWords(name).some((w) => HELD_OUT.has(w));
+}
+
+/**
+ * Split series names into training and validation losses. Training losses come primary first
+ * (train_loss, then a name with "train", then "loss", then the rest by name); validation losses
+ * come val_loss first, then by name.
+ */
+export function classifyLosses(names) {
+  const losses = names.filter(isLoss);
+  const val = losses.filter(isValLoss);
+  const train = losses.filter((n) => !isValLoss(n));
+  const trainRank = (n) => (n === "train_loss" ? 0 : nameWords(n).includes("train") ? 1 : n === "loss" ? 2 : 3);
+  const valRank = (n) => (n === "val_loss" ? 0 : 1);
+  const by = (rank) => (a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0);
+  return { train: train.sort(by(trainRank)), val: val.sort(by(valRank)) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// MFU over time, computed in the browser from the tokens_per_s series.
+
+/**
+ * MFU at each point of the tokens_per_s series (docs/spec.md "Snapshot keys for the dashboard"):
+ * tokens_per_s × flops_per_token[c] / (max(gpus, 1) × peak.flops). Returns {xs, ys} (fractions;
+ * a missing rate stays a gap) or null when an input is unknown.
+ */
+export function mfuOverTime(rate, fpt, gpus, peakFlops) {
+  if (!rate || !Array.isArray(rate.xs) || !Array.isArray(rate.ys)) return null;
+  if (!isNum(fpt) || fpt <= 0 || !isNum(peakFlops) || peakFlops <= 0 || !isNum(gpus)) return null;
+  const per = fpt / (Math.max(gpus, 1) * peakFlops);
+  return { xs: rate.xs, ys: rate.ys.map((y) => (isNum(y) ? y * per : null)) };
+}
+
+/** Why there is no MFU chart for convention `conv`, or "" when there can be one. */
+export function mfuChartWhy(snap, conv) {
+  if (!isObj(snap.peak) || !isNum(snap.peak.flops)) {
+    return noteAbout(snap.notes, /mfu|peak/i) || "no MFU: no dense peak is known for this device; declare one with --peak";
+  }
+  if (byConv(snap, "flops_per_token", conv) === null) return `no MFU: no FLOPs per token under ${conv || "a convention"} yet`;
+  if (!isNum(snap.gpus)) return `no MFU chart: the GPU count is ${NOT_MEASURED}`;
+  return "";
+}
+
+/** The large MFU figure for `conv`: {value (fraction), why}. */
+export function mfuFigure(snap, conv) {
+  const v = byConv(snap, "mfu", conv);
+  if (v !== null && isObj(snap.peak)) return known(v);
+  if (!isObj(snap.peak)) {
+    return missing(noteAbout(snap.notes, /mfu|peak/i) || "no MFU: no dense peak is known for this device; declare one with --peak");
+  }
+  if (byConv(snap, "flops_per_token", conv) === null) return missing(`no MFU: no FLOPs per token under ${conv} yet`);
+  return missing("no MFU: measuring throughput");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overlays at view time: dollars at a typed price, kWh from the energy counter.
+
+/** A price per GPU-hour typed by the viewer: a finite number >= 0, else null. */
+export function parsePrice(text) {
+  if (typeof text === "number") return isNum(text) && text >= 0 ? text : null;
+  if (typeof text !== "string" || !text.trim()) return null;
+  const x = Number(text.trim());
+  return isNum(x) && x >= 0 ? x : null;
+}
+
+/** Why a run has no GPU-hours (hence no dollars). */
+function gpuHoursWhy(snap) {
+  if (snap.gpus === 0) return "this run counts no GPUs (CPU, no declared peak), so no GPU-hours";
+  return `GPU-hours ${NOT_MEASURED}`;
+}
+
+/**
+ * The view-time overlays: {spent, toFinish, kwh}, each {value, why}. Dollars are
+ * price × gpu_hours and price × gpu_hours_to_finish; kWh is energy_j / 3.6e6. The price is an
+ * argument only: it is never stored and never sent anywhere.
+ */
+export function costOverlay(price, snap) {
+  const p = parsePrice(price);
+  const noPrice = "enter a price per GPU-hour";
+  let spent;
+  if (!isNum(snap.gpu_hours)) spent = missing(`no dollars: ${gpuHoursWhy(snap)}`);
+  else if (p === null) spent = missing(noPrice);
+  else spent = known(p * snap.gpu_hours);
+
+  let toFinish;
+  if (isNum(snap.gpu_hours_to_finish)) toFinish = p === null ? missing(noPrice) : known(p * snap.gpu_hours_to_finish);
+  else if (!isNum(snap.gpu_hours)) toFinish = missing(`no dollars: ${gpuHoursWhy(snap)}`);
+  else toFinish = missing(`no dollars to finish: ${etaWhy(snap)}`);
+
+  const kwhFig = isNum(snap.energy_j)
+    ? known(snap.energy_j / 3.6e6)
+    : missing(`energy ${NOT_MEASURED}: it comes from the GPUs' NVML energy counter`);
+  return { spent, toFinish, kwh: kwhFig };
+}
+
+/** Why there is no ETA. */
+export function etaWhy(snap) {
+  const state = isObj(snap.run) ? str(snap.run.state) : "";
+  if (!isNum(snap.budget_tokens) && !isNum(snap.budget_flops)) return "no budget declared";
+  if (["finished", "failed", "interrupted"].includes(state)) return `the run has ${state === "failed" ? "failed" : state === "interrupted" ? "been interrupted" : "finished"}`;
+  if (isNum(snap.progress) && snap.progress >= 1) return "the budget is reached";
+  return "measuring throughput";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Budget and plan.
+
+export const HOW_TO_BUDGET = "no budget declared: declare one with --budget-tokens 20B or --budget-flops 1e18";
+
+/**
+ * The declared budget against what is done. A FLOPs budget is counted in the run's convention
+ * (docs/spec.md): {kind: "flops"|"tokens"|null, done, total, fraction, conv}.
+ */
+export function budgetOf(snap) {
+  const conv = runConvention(snap);
+  if (isNum(snap.budget_flops) && snap.budget_flops > 0) {
+    const done = byConv(snap, "flops_spent", conv);
+    return { kind: "flops", done, total: snap.budget_flops, fraction: isNum(done) ? done / snap.budget_flops : null, conv };
+  }
+  if (isNum(snap.budget_tokens) && snap.budget_tokens > 0) {
+    const done = isNum(snap.tokens) ? snap.tokens : null;
+    const fraction = isNum(snap.progress) ? snap.progress : isNum(done) ? done / snap.budget_tokens : null;
+    return { kind: "tokens", done, total: snap.budget_tokens, fraction, conv };
+  }
+  return { kind: null, done: null, total: null, fraction: null, conv };
+}
+
+/** FLOPs to reach the budget under `conv`: the snapshot's flops_required, else budget × FLOPs/token. */
+export function flopsRequired(snap, conv) {
+  const given = byConv(snap, "flops_required", conv);
+  if (given !== null) return given;
+  const fpt = byConv(snap, "flops_per_token", conv);
+  return isNum(snap.budget_tokens) && snap.budget_tokens > 0 && fpt !== null ? snap.budget_tokens * fpt : null;
+}
+
+/** Achieved over planned, as a fraction (1.0 = on plan), or null. */
+export function ratio(achieved, planned) {
+  return isNum(achieved) && isNum(planned) && planned > 0 ? achieved / planned : null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hardware.
+
+export const LADDER = [
+  { field: "gpu_util", label: "GPU-Util" },
+  { field: "sm_active", label: "SM activity" },
+  { field: "sm_occupancy", label: "SM occupancy" },
+  { field: "tensor_active", label: "tensor-pipe activity" },
+];
+
+/**
+ * One field of one GPU's sample: {value, why}. A field the device cannot report is null with its
+ * reason in `missing`: "not on this GPU: needs Hopper or newer"; a field with no reason is not
+ * measured yet. Never a zero in place of an unknown.
+ */
+export function gpuField(gpu, field) {
+  if (!isObj(gpu)) return missing(NOT_MEASURED);
+  if (isNum(gpu[field])) return known(gpu[field]);
+  const reason = isObj(gpu.missing) ? str(gpu.missing[field]) : "";
+  if (reason) return missing(/^not\b/i.test(reason) ? reason : `not on this GPU: ${reason}`);
+  return missing(NOT_MEASURED);
+}
+
+/** The GPUs of a hardware sample, in index order; [] when there is none. */
+export function gpusOf(hardware) {
+  if (!isObj(hardware) || !Array.isArray(hardware.gpus)) return [];
+  return hardware.gpus
+    .filter(isObj)
+    .map((g, i) => ({ ...g, index: isNum(g.index) ? g.index : i }))
+    .sort((a, b) => a.index - b.index);
+}
+
+/** Why the hardware panel is empty (hardware is null). */
+export function hardwareWhy(snap) {
+  const note = noteAbout(snap.notes, /hardware|sampler|nvml/i);
+  return note || `GPU and host counters: ${NOT_MEASURED}; the hardware sampler is not running on this run`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where the time goes.
+
+export const SPLIT = [
+  { key: "compute", label: "compute" },
+  { key: "data", label: "data wait" },
+  { key: "checkpoint", label: "checkpoint" },
+  { key: "eval", label: "eval" },
+  { key: "other", label: "other" },
+];
+
+/** time_split as shares: [{key, label, seconds, share}] (shares of the summed seconds), or null. */
+export function timeShares(split) {
+  if (!isObj(split)) return null;
+  const parts = SPLIT.map((p) => ({ ...p, seconds: isNum(split[p.key]) && split[p.key] >= 0 ? split[p.key] : null }));
+  const total = parts.reduce((s, p) => s + (p.seconds ?? 0), 0);
+  if (!(total > 0)) return null;
+  return parts.map((p) => ({ ...p, share: p.seconds === null ? null : p.seconds / total }));
+}
+
+/**
+ * The ranks flagged as stragglers, as a Set of rank strings, or null while not measured. Accepts a
+ * list of ranks ([3, 5]) or an object keyed by rank ({"3": {...}}).
+ */
+export function stragglerSet(stragglers) {
+  if (Array.isArray(stragglers)) {
+    return new Set(stragglers.map((r) => (isObj(r) ? r.rank : r)).filter((r) => isNum(r) || str(r)).map(String));
+  }
+  if (isObj(stragglers)) return new Set(Object.keys(stragglers));
+  return null;
+}
+
+/**
+ * Per-rank rows from rank_step_time_s and ranks: [{rank, stepTime, steps, vsFastest, straggler}],
+ * in rank order. vsFastest is step time over the fastest rank's (1 = the fastest).
+ */
+export function rankRows(snap) {
+  const times = isObj(snap.rank_step_time_s) ? snap.rank_step_time_s : {};
+  const steps = isObj(snap.ranks) ? snap.ranks : {};
+  const names = [...new Set([...Object.keys(times), ...Object.keys(steps)])];
+  names.sort((a, b) => Number(a) - Number(b) || (a < b ? -1 : a > b ? 1 : 0));
+  const finite = names.map((r) => times[r]).filter((t) => isNum(t) && t > 0);
+  const fastest = finite.length ? Math.min(...finite) : null;
+  const flagged = stragglerSet(snap.stragglers);
+  return names.map((rank) => {
+    const t = isNum(times[rank]) ? times[rank] : null;
+    return {
+      rank,
+      stepTime: t,
+      steps: isNum(steps[rank]) ? steps[rank] : null,
+      vsFastest: t !== null && fastest ? t / fastest : null,
+      straggler: flagged ? flagged.has(rank) : null,
+    };
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run passport.
+
+/** Parameters with and without embeddings: {all, withoutEmbeddings}; null where unknown. */
+export function paramCounts(model) {
+  if (!isObj(model) || !isNum(model.params)) return { all: null, withoutEmbeddings: null };
+  const emb = isNum(model.embedding_params) ? model.embedding_params : null;
+  return { all: model.params, withoutEmbeddings: emb !== null ? model.params - emb : null };
+}
+
+/** The device the run trained on, as a person names it: "2 × NVIDIA H100 80GB HBM3", "cpu". */
+export function deviceLine(snap) {
+  const m = isObj(snap.model) ? snap.model : {};
+  const hw = gpusOf(snap.hardware);
+  // A declared peak with no device names it "unknown": the model's own device ("cpu") says more.
+  const named = [m.device_name, hw.length ? hw[0].name : "", isObj(snap.peak) ? snap.peak.device : "", m.device];
+  const name = named.map(str).find((n) => n && n !== "unknown") || "";
+  if (!name) return "";
+  const n = isNum(snap.gpus) ? snap.gpus : isNum(m.gpus) ? m.gpus : null;
+  return n && n > 1 ? `${n} × ${name}` : name;
+}

@@ -1,0 +1,243 @@
+// Hardware: per GPU, the utilization ladder (GPU-Util >= SM activity >= SM occupancy, and
+// tensor-pipe activity) now and over time (timeline series gpu<i>/<field>), DRAM activity and
+// arithmetic intensity beside the device's ridge point, memory, power, clocks and throttle reasons;
+// then the host's CPU and memory. These are counter metrics: they sit beside MFU, never in its
+// place (invariant 4). A field the device cannot report says why ("not on this GPU: needs Hopper or
+// newer"), never a zero. With no sample at all, one plain line says the sampler is not running.
+
+import { createChart } from "../charts.js";
+import { gpuField, gpusOf, hardwareWhy, isObj, LADDER, NOT_MEASURED, str } from "../derive.js";
+import { el, setReason, setText } from "../dom.js";
+import { bytes, isNum, kwh, NA, percent, si } from "../format.js";
+import { align } from "../state.js";
+import { createPanel } from "./panel.js";
+
+// Theme colour per ladder field (style.css --tm-series-<n>); DRAM activity is drawn dashed.
+const COLOR = { gpu_util: 1, sm_active: 2, sm_occupancy: 3, tensor_active: 4, dram_active: 5 };
+const CHART_FIELDS = [...LADDER, { field: "dram_active", label: "DRAM activity" }];
+
+export function createHardware() {
+  const panel = createPanel("hardware", "hardware");
+  const none = el("div", { class: "tm-line tm-unknown", testid: "tm-hardware-none" });
+  const grid = el("div", { class: "tm-gpu-grid" });
+  const host = el("div", { class: "tm-host", testid: "tm-host" });
+  const caption = el("div", {
+    class: "tm-caption",
+    text:
+      "Counters from the GPUs, shown beside MFU, never in its place. Arithmetic intensity is an average " +
+      "over all kernels: on its own it does not make a run compute- or memory-bound.",
+  });
+  panel.body.append(none, grid, host, caption);
+
+  let cards = [];
+  let cardsKey = "";
+  let theme = null;
+
+  function update({ snap, store, historyChanged }) {
+    const hw = isObj(snap.hardware) ? snap.hardware : null;
+    none.hidden = hw !== null;
+    grid.hidden = host.hidden = caption.hidden = hw === null;
+    if (!hw) {
+      setReason(none, hardwareWhy(snap));
+      panel.summarize(NOT_MEASURED);
+      if (cards.length) rebuild([]);
+      return;
+    }
+    const gpus = gpusOf(hw);
+    const key = gpus.map((g) => `${g.index}:${str(g.name)}`).join("|");
+    if (key !== cardsKey) {
+      cardsKey = key;
+      rebuild(gpus);
+      historyChanged = true;
+    }
+    gpus.forEach((g, i) => cards[i].update(g, store, historyChanged));
+    drawHost(host, hw.host);
+    const utils = gpus.map((g) => g.gpu_util).filter(isNum);
+    panel.summarize(
+      gpus.length
+        ? `${gpus.length} GPU${gpus.length > 1 ? "s" : ""}${utils.length ? ` · GPU-Util ${percent(utils.reduce((a, b) => a + b, 0) / utils.length)}` : ""}`
+        : "host only",
+    );
+    if (!gpus.length) {
+      grid.hidden = true;
+    }
+  }
+
+  function rebuild(gpus) {
+    for (const c of cards) c.destroy();
+    cards = gpus.map(() => createGpuCard(theme));
+    grid.replaceChildren(...cards.map((c) => c.el));
+  }
+
+  return {
+    el: panel.el,
+    update,
+    setTheme(t) {
+      theme = t;
+      for (const c of cards) c.setTheme(t);
+    },
+    destroy() {
+      for (const c of cards) c.destroy();
+      cards = [];
+    },
+  };
+}
+
+function createGpuCard(initialTheme) {
+  let theme = initialTheme;
+  const title = el("div", { class: "tm-card-title tm-gpu-title" });
+  const ladder = el("div", { class: "tm-ladder" });
+  const rows = LADDER.map(({ field, label }) => {
+    const fill = el("div", { class: `tm-ladder-fill tm-bg-${COLOR[field]}` });
+    const bar = el("div", { class: "tm-ladder-bar" }, fill);
+    const value = el("span", { class: "tm-ladder-value" });
+    ladder.append(
+      el(
+        "div",
+        { class: "tm-ladder-row" },
+        el("span", { class: "tm-ladder-label" }, el("span", { class: `tm-swatch tm-swatch-${COLOR[field]}` }), document.createTextNode(label)),
+        bar,
+        value,
+      ),
+    );
+    return { field, fill, bar, value };
+  });
+  const plot = el("div", { class: "tm-plot" });
+  const empty = el("div", { class: "tm-empty", text: "no counter history yet" });
+  const legendNote = el("div", { class: "tm-caption tm-chart-note" });
+  const facts = el("dl", { class: "tm-facts tm-facts-compact" });
+  const fact = (label) => {
+    const value = el("span", { class: "tm-fact-value" });
+    const sub = el("span", { class: "tm-fact-sub" });
+    facts.append(el("dt", { text: label }), el("dd", {}, value, sub));
+    return { value, sub };
+  };
+  const f = {
+    dram: fact("DRAM activity"),
+    intensity: fact("arithmetic intensity"),
+    memory: fact("memory"),
+    power: fact("power"),
+    clocks: fact("clocks"),
+    throttle: fact("throttle reasons"),
+    energy: fact("energy"),
+  };
+  const root = el(
+    "div",
+    { class: "tm-card tm-gpu" },
+    title,
+    ladder,
+    el("div", { class: "tm-plot-wrap tm-plot-wrap-small" }, plot, empty),
+    legendNote,
+    facts,
+  );
+
+  let chart = null;
+  let chartKey = "";
+  let fields = [];
+
+  function updateChart(gpu, store, historyChanged) {
+    const present = CHART_FIELDS.filter(({ field }) => store.series.has(`gpu${gpu.index}/${field}`));
+    const key = present.map((p) => p.field).join(",");
+    if (key !== chartKey) {
+      chartKey = key;
+      fields = present;
+      chart?.destroy();
+      chart = null;
+      if (fields.length) {
+        chart = createChart(plot, {
+          series: fields.map(({ field, label }) => ({
+            label,
+            color: COLOR[field],
+            width: field === "dram_active" ? 1.25 : 1.5,
+            dash: field === "dram_active" ? [4, 3] : undefined,
+          })),
+          theme,
+          height: (w) => Math.round(Math.min(140, Math.max(100, w * 0.28))),
+          yRange: [0, 100],
+          yFormat: (v) => `${v}%`,
+        });
+      }
+      setText(legendNote, fields.some((p) => p.field === "dram_active") ? "dashed: DRAM activity" : "");
+      historyChanged = true;
+    }
+    empty.hidden = fields.length > 0;
+    if (chart && historyChanged) {
+      const cols = fields.map(({ field }) => {
+        const s = store.series.get(`gpu${gpu.index}/${field}`);
+        return { xs: s.xs, ys: s.ys.map((y) => (y === null ? null : 100 * y)) };
+      });
+      chart.setData(align(cols));
+    }
+  }
+
+  function show(node, item, fmt, sub = "") {
+    const v = item.value;
+    setText(node.value, v === null ? item.why : fmt(v));
+    node.value.classList.toggle("tm-unknown", v === null);
+    setText(node.sub, v === null || !sub ? "" : ` ${sub}`);
+  }
+
+  return {
+    el: root,
+    update(gpu, store, historyChanged) {
+      setText(title, `GPU ${gpu.index}${str(gpu.name) ? ` · ${gpu.name}` : ""}`);
+      for (const r of rows) {
+        const item = gpuField(gpu, r.field);
+        const known = item.value !== null;
+        r.bar.hidden = !known;
+        if (known) r.fill.style.width = `${Math.min(100, Math.max(0, item.value * 100))}%`;
+        setText(r.value, known ? percent(item.value) : item.why);
+        r.value.classList.toggle("tm-unknown", !known);
+        r.value.classList.toggle("tm-ladder-why", !known);
+      }
+      updateChart(gpu, store, historyChanged);
+
+      show(f.dram, gpuField(gpu, "dram_active"), percent);
+      const ridge = gpuField(gpu, "ridge_point");
+      show(
+        f.intensity,
+        gpuField(gpu, "intensity"),
+        (v) => `${si(v, "FLOP/B")}`,
+        ridge.value !== null ? `· device ridge point ${si(ridge.value, "FLOP/B")}` : `· ridge point: ${ridge.why}`,
+      );
+      const used = gpuField(gpu, "mem_used_bytes");
+      const total = gpuField(gpu, "mem_total_bytes");
+      show(f.memory, used, bytes, total.value !== null ? `of ${bytes(total.value)}` : "");
+      const limit = gpuField(gpu, "power_limit_w");
+      show(f.power, gpuField(gpu, "power_w"), (v) => si(v, "W"), limit.value !== null ? `of ${si(limit.value, "W")} limit` : "");
+      const sm = gpuField(gpu, "sm_clock_mhz");
+      const mem = gpuField(gpu, "mem_clock_mhz");
+      show(f.clocks, sm, (v) => `SM ${Math.round(v)} MHz`, mem.value !== null ? `· memory ${Math.round(mem.value)} MHz` : "");
+      const throttle = Array.isArray(gpu.throttle) ? gpu.throttle.filter((t) => typeof t === "string" && t) : null;
+      if (throttle) show(f.throttle, { value: throttle }, (t) => (t.length ? t.join(", ") : "none"));
+      else {
+        const reason = isObj(gpu.missing) ? str(gpu.missing.throttle) : "";
+        show(f.throttle, { value: null, why: reason ? `not on this GPU: ${reason}` : NOT_MEASURED }, String);
+      }
+      f.throttle.value.classList.toggle("tm-warn", Boolean(throttle && throttle.length));
+      show(f.energy, gpuField(gpu, "energy_j"), kwh);
+    },
+    setTheme(t) {
+      theme = t;
+      chart?.setTheme(t);
+    },
+    destroy() {
+      chart?.destroy();
+      chart = null;
+    },
+  };
+}
+
+/** Host CPU and memory: "host CPU 37.5% · memory 61.2 GiB of 2.00 TiB · RSS 12.3 GiB". */
+function drawHost(node, h) {
+  if (!isObj(h)) {
+    setText(node, `host CPU and memory: ${NOT_MEASURED}`);
+    return;
+  }
+  const parts = [
+    `host CPU ${isNum(h.cpu_util) ? percent(h.cpu_util) : NA}`,
+    `memory ${isNum(h.mem_used_bytes) ? bytes(h.mem_used_bytes) : NA}${isNum(h.mem_total_bytes) ? ` of ${bytes(h.mem_total_bytes)}` : ""}`,
+  ];
+  if (isNum(h.rss_bytes)) parts.push(`RSS ${bytes(h.rss_bytes)}`);
+  setText(node, parts.join(" · "));
+}

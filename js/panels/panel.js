@@ -1,0 +1,45 @@
+// A dashboard panel: a <details> section (open by default) with a title line and a body. The
+// data-testid sits on the <details> element: tm-panel-<id>.
+
+import { el, setText } from "../dom.js";
+
+export function createPanel(id, title, { open = true } = {}) {
+  const summary = el("span", { class: "tm-panel-summary" });
+  const body = el("div", { class: `tm-panel-body tm-${id}-body` });
+  const root = el(
+    "details",
+    { class: `tm-panel tm-panel-${id}`, testid: `tm-panel-${id}` },
+    el("summary", { class: "tm-panel-title" }, el("span", { class: "tm-panel-name", text: title }), summary),
+    body,
+  );
+  root.open = open;
+  return {
+    el: root,
+    body,
+    /** A short line beside the title, still readable when the panel is folded. */
+    summarize(text) {
+      setText(summary, text);
+    },
+  };
+}
+
+/** A row of label / value pairs (a <dl>), each value a {value node, sub node} updated in place. */
+export function createFacts(rows) {
+  const out = {};
+  const dl = el("dl", { class: "tm-facts" });
+  for (const [key, label, testid] of rows) {
+    const value = el("span", { class: "tm-fact-value", testid });
+    const sub = el("span", { class: "tm-fact-sub" });
+    dl.append(el("dt", { text: label }), el("dd", {}, value, sub));
+    out[key] = {
+      /** text, optional small text after it (a convention tag, a reason), muted for unknowns */
+      set(text, { subText = "", muted = false } = {}) {
+        setText(value, text);
+        setText(sub, subText ? ` ${subText}` : "");
+        value.classList.toggle("tm-unknown", muted);
+      },
+      value,
+    };
+  }
+  return { el: dl, row: out };
+}

@@ -1,0 +1,176 @@
+import assert from "node:assert/strict";
+import test from "node:test";
+import {
+  budgetOf,
+  classifyLosses,
+  costOverlay,
+  gpuField,
+  HOW_TO_BUDGET,
+  isValLoss,
+  mfuChartWhy,
+  mfuFigure,
+  mfuOverTime,
+  paramCounts,
+  parsePrice,
+  rankRows,
+  runConvention,
+  shownConvention,
+  splitReason,
+  stragglerSet,
+  timeShares,
+} from "../derive.js";
+
+test("validation losses are recognised by a held-out word in the name", () => {
+  for (const n of ["val_loss", "val/loss", "eval_loss", "eval/loss", "validation_loss", "valid_loss", "loss/val", "valLoss", "eval/lm_loss", "test_loss"]) {
+    assert.equal(isValLoss(n), true, n);
+  }
+  for (const n of ["loss", "train_loss", "train/loss", "interval_loss", "lm_loss", "evaluator_loss", "val_accuracy"]) {
+    assert.equal(isValLoss(n), false, n);
+  }
+});
+
+test("other loss names are training losses, the primary one first", () => {
+  const names = ["lr", "aux_loss", "val_loss", "loss", "eval/loss", "train_loss", "train_loss_ema", "grad_norm"];
+  assert.deepEqual(classifyLosses(names), {
+    train: ["train_loss", "loss", "aux_loss"],
+    val: ["val_loss", "eval/loss"],
+  });
+  assert.deepEqual(classifyLosses(["train/loss", "loss"]).train, ["train/loss", "loss"]);
+  assert.deepEqual(classifyLosses([]), { train: [], val: [] });
+});
+
+test("MFU over time: tokens/s × FLOPs/token / (max(gpus, 1) × peak), per point", () => {
+  const rate = { xs: [1, 2, 3], ys: [1000, null, 2000] };
+  // 1000 tok/s × 6e9 FLOP/token / (2 × 1e13 FLOP/s) = 0.3
+  assert.deepEqual(mfuOverTime(rate, 6e9, 2, 1e13), { xs: [1, 2, 3], ys: [0.3, null, 0.6] });
+  // a CPU run with a declared peak counts 0 devices: it divides by one
+  assert.deepEqual(mfuOverTime(rate, 6e9, 0, 1e13).ys, [0.6, null, 1.2]);
+  assert.equal(mfuOverTime(rate, 6e9, 2, null), null);
+  assert.equal(mfuOverTime(rate, null, 2, 1e13), null);
+  assert.equal(mfuOverTime(undefined, 6e9, 2, 1e13), null);
+});
+
+test("no MFU chart without a peak, and the reason says why", () => {
+  const note = "no MFU: no dense peak is known for cpu; declare one with --peak";
+  assert.equal(mfuChartWhy({ peak: null, notes: [note] }, "titan"), note);
+  assert.match(mfuChartWhy({ peak: null }, "titan"), /^no MFU: .*--peak/);
+  const snap = { peak: { flops: 1e15 }, flops_per_token: { titan: 6e9 }, gpus: 8 };
+  assert.equal(mfuChartWhy(snap, "titan"), "");
+  assert.match(mfuChartWhy(snap, "hf"), /hf/);
+  assert.match(mfuChartWhy({ ...snap, gpus: undefined }, "titan"), /not measured yet/);
+});
+
+test("the large MFU follows the convention picked in this view", () => {
+  const snap = { convention: "titan", peak: { flops: 1e15 }, mfu: { titan: 0.41, hf: 0.38 }, flops_per_token: { titan: 1, hf: 1 } };
+  assert.equal(runConvention(snap), "titan");
+  assert.equal(shownConvention(snap, ""), "titan");
+  assert.equal(shownConvention(snap, "hf"), "hf");
+  assert.deepEqual(mfuFigure(snap, "hf"), { value: 0.38, why: "" });
+  assert.equal(mfuFigure({ ...snap, peak: null, mfu: null }, "hf").value, null);
+  assert.match(mfuFigure({ ...snap, mfu: null }, "titan").why, /measuring throughput/);
+});
+
+test("price overlay: dollars = price × GPU-hours, kWh = J / 3.6e6, reasons when unknown", () => {
+  const snap = { gpus: 8, gpu_hours: 12.5, gpu_hours_to_finish: 30, energy_j: 4.5e7 };
+  const c = costOverlay(2.4, snap);
+  assert.equal(c.spent.value, 30);
+  assert.equal(c.toFinish.value, 72);
+  assert.equal(c.kwh.value, 12.5);
+  assert.equal(costOverlay("2.4", snap).spent.value, 30);
+
+  const noPrice = costOverlay(null, snap);
+  assert.equal(noPrice.spent.value, null);
+  assert.match(noPrice.spent.why, /price/);
+  assert.equal(noPrice.kwh.value, 12.5); // energy needs no price
+
+  const cpu = costOverlay(2.4, { gpus: 0, gpu_hours: null, gpu_hours_to_finish: null, energy_j: null });
+  assert.equal(cpu.spent.value, null);
+  assert.match(cpu.spent.why, /^no dollars: .*no GPUs.*CPU, no declared peak/);
+  assert.match(cpu.toFinish.why, /^no dollars/);
+  assert.match(cpu.kwh.why, /^energy not measured yet/);
+
+  const noBudget = costOverlay(2.4, { gpus: 1, gpu_hours: 1, gpu_hours_to_finish: null, budget_tokens: null });
+  assert.equal(noBudget.spent.value, 2.4);
+  assert.match(noBudget.toFinish.why, /no budget declared/);
+  assert.deepEqual(costOverlay(0, snap).spent, { value: 0, why: "" }); // a typed zero is a price
+});
+
+test("a typed price is a finite number >= 0, else none", () => {
+  assert.equal(parsePrice("2.49"), 2.49);
+  assert.equal(parsePrice(" 3 "), 3);
+  assert.equal(parsePrice("0"), 0);
+  for (const bad of ["", "  ", "-1", "abc", "1e999", null, undefined, Number.NaN, -2]) assert.equal(parsePrice(bad), null);
+});
+
+test("a GPU field the device cannot report says why, never zero", () => {
+  const gpu = {
+    gpu_util: 0.97,
+    sm_active: null,
+    tensor_active: 0,
+    missing: { sm_active: "needs Hopper or newer", energy_j: "not supported by this driver" },
+  };
+  assert.deepEqual(gpuField(gpu, "gpu_util"), { value: 0.97, why: "" });
+  assert.deepEqual(gpuField(gpu, "tensor_active"), { value: 0, why: "" }); // a measured zero is a zero
+  assert.deepEqual(gpuField(gpu, "sm_active"), { value: null, why: "not on this GPU: needs Hopper or newer" });
+  assert.deepEqual(gpuField(gpu, "energy_j"), { value: null, why: "not supported by this driver" });
+  assert.deepEqual(gpuField(gpu, "power_w"), { value: null, why: "not measured yet" });
+  assert.deepEqual(gpuField(null, "power_w"), { value: null, why: "not measured yet" });
+});
+
+test("a reason splits into a headline and the rest", () => {
+  assert.deepEqual(splitReason("no MFU: no peak: x"), ["no MFU", "no peak: x"]);
+  assert.deepEqual(splitReason("not measured yet"), ["not measured yet"]);
+  assert.deepEqual(splitReason(null), ["n/a"]);
+});
+
+test("time split shares, null until measured", () => {
+  assert.equal(timeShares(null), null);
+  assert.equal(timeShares({ compute: 0, data: 0 }), null);
+  const s = timeShares({ compute: 75, data: 15, checkpoint: 5, eval: 5, other: null });
+  assert.deepEqual(
+    s.map((p) => [p.key, p.share]),
+    [["compute", 0.75], ["data", 0.15], ["checkpoint", 0.05], ["eval", 0.05], ["other", null]],
+  );
+});
+
+test("per-rank rows in rank order, stragglers marked, unknown until measured", () => {
+  const snap = { rank_step_time_s: { 10: 0.6, 2: 0.5, 0: 0.5 }, ranks: { 0: 100, 2: 100, 10: 98 }, stragglers: [10] };
+  const rows = rankRows(snap);
+  assert.deepEqual(rows.map((r) => r.rank), ["0", "2", "10"]);
+  assert.deepEqual(rows.map((r) => r.straggler), [false, false, true]);
+  assert.equal(rows[2].vsFastest, 1.2);
+  assert.equal(rows[2].steps, 98);
+  assert.deepEqual(rankRows({ ...snap, stragglers: null }).map((r) => r.straggler), [null, null, null]);
+  assert.equal(stragglerSet(null), null);
+  assert.deepEqual([...stragglerSet({ 3: { slower: 0.2 } })], ["3"]);
+  assert.deepEqual([...stragglerSet([{ rank: 5 }, 1])], ["5", "1"]);
+});
+
+test("the budget is tokens, or FLOPs in the run's convention, or how to declare one", () => {
+  assert.deepEqual(budgetOf({ tokens: 5e8, budget_tokens: 2e9, progress: 0.25 }), {
+    kind: "tokens",
+    done: 5e8,
+    total: 2e9,
+    fraction: 0.25,
+    conv: "",
+  });
+  const f = budgetOf({ convention: "hf", budget_flops: 1e18, budget_tokens: 1e8, flops_spent: { hf: 2.5e17, titan: 3e17 } });
+  assert.deepEqual(f, { kind: "flops", done: 2.5e17, total: 1e18, fraction: 0.25, conv: "hf" });
+  assert.equal(budgetOf({}).kind, null);
+  assert.match(HOW_TO_BUDGET, /--budget-tokens 20B/);
+  assert.match(HOW_TO_BUDGET, /--budget-flops 1e18/);
+});
+
+test("parameters with and without embeddings", () => {
+  assert.deepEqual(paramCounts({ params: 1000, embedding_params: 200 }), { all: 1000, withoutEmbeddings: 800 });
+  assert.deepEqual(paramCounts({ params: 1000 }), { all: 1000, withoutEmbeddings: null });
+  assert.deepEqual(paramCounts(null), { all: null, withoutEmbeddings: null });
+});
+
+test("the device line names the device, never a peak's 'unknown'", async () => {
+  const { deviceLine } = await import("../derive.js");
+  assert.equal(deviceLine({ model: { device: "cpu" }, peak: { device: "unknown" } }), "cpu");
+  assert.equal(deviceLine({ gpus: 8, model: { device: "cuda", device_name: "NVIDIA H100 80GB HBM3" } }), "8 × NVIDIA H100 80GB HBM3");
+  assert.equal(deviceLine({ gpus: 2, hardware: { gpus: [{ index: 0, name: "NVIDIA A100-SXM4-80GB" }] } }), "2 × NVIDIA A100-SXM4-80GB");
+  assert.equal(deviceLine({}), "");
+});
