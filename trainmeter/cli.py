@@ -19,6 +19,7 @@ from pathlib import Path
 from trainmeter._version import __version__
 from trainmeter.core import flops
 from trainmeter.core.units import format_duration, parse_count, parse_flops
+from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
 SUBCOMMANDS = ("replay", "ls")
 
@@ -42,14 +43,18 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"trainmeter {__version__}")
     p.add_argument("--name", help="run name (default: the script's name)")
     p.add_argument("--budget-tokens", metavar="N", help="token budget for progress and ETA (20B)")
+    p.add_argument("--budget-flops", metavar="FLOPS",
+                   help="training FLOPs budget for progress and ETA (1e18, 250P)")  # fmt: skip
     p.add_argument("--convention", choices=flops.CONVENTIONS, default=flops.DEFAULT_CONVENTION,
                    help="FLOPs convention shown first (all are computed)")  # fmt: skip
     p.add_argument("--peak", metavar="FLOP/s", help="declare the dense peak per device (312T)")
     p.add_argument("--device", help="device name to look up in the peaks table")
     p.add_argument("--dir", default=None, help="where .trainmeter runs go (default ./.trainmeter)")
     p.add_argument("--no-tap", action="store_true", help="no automatic taps (emit() only)")
-    no_web = "serve no dashboard page (accepted; the page is not served yet)"
-    p.add_argument("--no-web", action="store_true", help=no_web)
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
+                   help=f"dashboard page port on 127.0.0.1 (default {DEFAULT_PORT}; if taken, the "
+                        f"next free one of {PORT_TRIES}; 0: any free port)")  # fmt: skip
+    p.add_argument("--no-web", action="store_true", help="serve no dashboard page")
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     p.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return p
@@ -80,7 +85,19 @@ def main(argv: list[str] | None = None) -> int:
     from trainmeter.supervisor.launcher import run_command
 
     name = args.name or _default_name(cmd)
-    return run_command(cmd, name, opts, quiet=args.quiet, no_tap=args.no_tap, root=args.dir)
+    return run_command(cmd, name, opts, quiet=args.quiet, no_tap=args.no_tap, root=args.dir,
+                       web=not args.no_web, port=args.port)  # fmt: skip
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: use a whole number 0-65535 "
+                                         "(0: any free port)")  # fmt: skip
+    return port
 
 
 def _script_error(first: str) -> str | None:
@@ -96,10 +113,21 @@ def _run_opts(args) -> dict:
     budget = args.budget_tokens
     return {
         "budget_tokens": parse_count(budget, positive=True) if budget else None,
+        "budget_flops": _budget_flops(args.budget_flops) if args.budget_flops else None,
         "convention": args.convention,
         "peak_flops": parse_flops(args.peak) if args.peak else None,
         "device": args.device,
     }  # fmt: skip
+
+
+def _budget_flops(text: str) -> float:
+    """A FLOPs budget (``--budget-flops``): read like a peak (``parse_flops``), in FLOPs."""
+    try:
+        return parse_flops(text)
+    except ValueError:
+        raise ValueError(f"cannot read --budget-flops {text!r} as a FLOPs count; use a number "
+                         "of FLOPs (at least 1e9) with an optional K/M/G/T/P prefix: 1e18, "
+                         "250P, 3e21 FLOPs") from None  # fmt: skip
 
 
 def _default_name(cmd: list[str]) -> str:

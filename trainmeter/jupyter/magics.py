@@ -27,6 +27,7 @@ class TrainmeterMagics(Magics):
     @argument("--name", help="run name (default: notebook)")
     @argument("--new", action="store_true", help="start a new run instead of continuing")
     @argument("--budget-tokens", help="token budget for progress and ETA, e.g. 20B")
+    @argument("--budget-flops", help="training FLOPs budget for progress and ETA, e.g. 1e18")
     @argument("--convention", choices=flops.CONVENTIONS, help="FLOPs convention shown first")
     @argument("--peak", help="declared dense peak per device, e.g. 312T (FLOP/s)")
     @argument("--device", help="device name to look up in the peaks table")
@@ -125,6 +126,15 @@ def _widget_bridge(s):
         return None
 
 
+def _budget_flops(text: str) -> float:
+    try:
+        return parse_flops(text)
+    except ValueError:
+        raise ValueError(f"cannot read --budget-flops {text!r} as a FLOPs count; use a number "
+                         "of FLOPs (at least 1e9) with an optional K/M/G/T/P prefix: 1e18, "
+                         "250P, 3e21 FLOPs") from None  # fmt: skip
+
+
 def _opts(args) -> dict:
     from IPython.core.error import UsageError
 
@@ -132,6 +142,7 @@ def _opts(args) -> dict:
         return {
             "budget_tokens": parse_count(args.budget_tokens, positive=True)
             if args.budget_tokens else None,
+            "budget_flops": _budget_flops(args.budget_flops) if args.budget_flops else None,
             "convention": args.convention,
             "peak_flops": parse_flops(args.peak) if args.peak else None,
             "device": args.device,

@@ -1,7 +1,8 @@
 """``tm``'s run mode: start the training command as a child, supervise it, report.
 
 The ``tm`` process is the supervisor: it serves the socket, writes the run log (the one
-writer) and keeps the live engine, while the child runs with the agent injected through
+writer), keeps the live engine and serves the dashboard page on loopback
+(:mod:`trainmeter.web.server`), while the child runs with the agent injected through
 ``sitecustomize``. It forwards SIGTERM/SIGHUP/SIGQUIT (and SIGINT when the terminal did not
 already deliver it to the child) and ends with the child's exit status.
 """
@@ -22,6 +23,7 @@ from trainmeter.agent.runtime import ENV_NO_TAP, ENV_SOCKET
 from trainmeter.core.summary import summary_line
 from trainmeter.supervisor.ingest import Server, private_socket_path
 from trainmeter.supervisor.live import Live
+from trainmeter.web import DEFAULT_PORT
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "agent" / "boot"
 AGENT_DRAIN_S = 3.0  # after the child exits, wait this long at most for agents' last records
@@ -40,8 +42,13 @@ def child_env(socket_path: str, no_tap: bool = False, base: dict | None = None) 
 
 
 def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool = False,
-                no_tap: bool = False, root: str | None = None) -> int:  # fmt: skip
+                no_tap: bool = False, root: str | None = None, web: bool = True,
+                port: int = DEFAULT_PORT) -> int:  # fmt: skip
     """Run ``cmd`` under trainmeter; returns the exit code ``tm`` should end with.
+
+    With ``web``, the dashboard page is served on 127.0.0.1 from ``port`` (or the next free
+    port above it) and its URL is in the start line; a page that cannot start is one line on
+    stderr, never a reason not to run the command.
 
     A child killed by signal N makes ``tm`` kill itself with N after closing the log, so the
     calling shell sees the same death; the returned ``128 + N`` is the fallback.
@@ -52,19 +59,21 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
     server.serve_in_thread()
     info = live.open_run(name, cmd, opts)
     say = (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr, flush=True))
-    say(f"[trainmeter] run {info['run_id']} · {' '.join(cmd)} · log {info['log']}")
+    page = _start_page(live, port) if web else None
+    url = f" · dashboard {page.url}" if page is not None else ""
+    say(f"[trainmeter] run {info['run_id']}{url} · {' '.join(cmd)} · log {info['log']}")
     try:
         proc = subprocess.Popen(cmd, env=child_env(path, no_tap))
     except OSError as exc:
         print(f"tm: cannot start {cmd[0]!r}: {exc.strerror or exc}", file=sys.stderr)
         live.close_run("error", 127)
-        _stop(server, path)
+        _stop(server, path, page)
         return 127
     rc = _wait(proc)
     _drain_agents(live)
     status = "ok" if rc == 0 else "interrupted" if rc in (-signal.SIGINT, 130) else "error"
     snap = live.close_run(status, rc)
-    _stop(server, path)
+    _stop(server, path, page)
     if snap is not None:
         if not live.agents_seen:
             snap.setdefault("notes", []).append("no agent connected: is trainmeter installed "
@@ -111,7 +120,20 @@ def _drain_agents(live: Live) -> None:
         threading.Event().wait(0.02)
 
 
-def _stop(server: Server, path: str) -> None:
+def _start_page(live: Live, port: int):
+    """The dashboard page, or None (after one line on stderr) when it cannot start."""
+    try:
+        from trainmeter.web.server import start_page
+
+        return start_page(live, port)
+    except Exception as exc:  # the page is a view: never a reason not to run the command
+        print(f"[trainmeter] no dashboard page ({exc!r}); the run goes on", file=sys.stderr)
+        return None
+
+
+def _stop(server: Server, path: str, page=None) -> None:
+    if page is not None:
+        page.close()  # open pages get the final state (run_end is written) and the stream's end
     server.live.shutdown()
     server.shutdown()
     server.server_close()
