@@ -58,6 +58,9 @@ def test_parse_count_positive_flag_rejects_zero_and_negatives(text):
         ("2.25 PFLOPS", 2.25e15),
         ("65 tflops", 65e12),
         ("500 GFLOPs", 500e9),
+        ("2.5E", 2.5e18),  # exa: a FLOPs budget (--budget-flops 2.5E)
+        ("2E18", 2e18),  # an exponent, not the exa prefix
+        ("3e21 FLOPs", 3e21),
         (312e12, 312e12),
     ],
 )

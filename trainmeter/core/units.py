@@ -11,16 +11,16 @@ from decimal import Decimal, InvalidOperation
 
 # Count suffixes: B (billion) and G (giga) are the same 1e9; M is mega, never milli.
 _COUNT_SUFFIX = {"": 0, "k": 3, "m": 6, "b": 9, "g": 9, "t": 12}
-_FLOPS_SUFFIX = {"": 0, "k": 3, "m": 6, "g": 9, "t": 12, "p": 15}
+_FLOPS_SUFFIX = {"": 0, "k": 3, "m": 6, "g": 9, "t": 12, "p": 15, "e": 18}
 _NUMBER = r"[+-]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?"
 _COUNT_RE = re.compile(rf"\s*({_NUMBER})\s*([kmbgt]?)\s*", re.IGNORECASE)
-_FLOPS_RE = re.compile(rf"\s*({_NUMBER})\s*([kmgtp]?)\s*(?:flop(?:s|/s)?)?\s*", re.IGNORECASE)
+_FLOPS_RE = re.compile(rf"\s*({_NUMBER})\s*([kmgtpe]?)\s*(?:flop(?:s|/s)?)?\s*", re.IGNORECASE)
 _COUNT_FORMS = (
     "a whole number with an optional K/M/B/G/T suffix (20B, 1.5M, 500k), "
     "an exponent (2e10) or underscores (20_000)"
 )
 _FLOPS_FORMS = (
-    "a number of FLOP/s with an optional K/M/G/T/P prefix and optional FLOPS or FLOP/s unit "
+    "a number of FLOP/s with an optional K/M/G/T/P/E prefix and optional FLOPS or FLOP/s unit "
     "(312T, 312e12, 312 TFLOPS, 989.5 TFLOP/s, 1.5P)"
 )
 _SI_PREFIXES = ("", "k", "M", "G", "T", "P", "E", "Z", "Y")
