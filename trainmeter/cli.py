@@ -12,16 +12,18 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 from trainmeter._version import __version__
-from trainmeter.core import flops
+from trainmeter.core import flops, peaks
 from trainmeter.core.units import format_duration, parse_count, parse_flops
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
 SUBCOMMANDS = ("replay", "ls")
+ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,6 +52,14 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak", metavar="FLOP/s", help="declare the dense peak per device (312T)")
     p.add_argument("--device", help="device name to look up in the peaks table")
     p.add_argument("--dir", default=None, help="where .trainmeter runs go (default ./.trainmeter)")
+    p.add_argument("--dtype", type=_dtype,
+                   help="the run's dtype for the peak: bf16, fp16, tf32, fp8, fp32 "
+                        "(default: what the agent sees)")  # fmt: skip
+    p.add_argument("--gpu-backend", metavar="SPEC", default=os.environ.get(ENV_GPU_BACKEND),
+                   help="GPU counters: nvml, none, fake:h100x2, fake:a100, fake:mig, fake:lost "
+                        f"(default: ${ENV_GPU_BACKEND}, else NVML when it loads)")  # fmt: skip
+    p.add_argument("--sample-hz", type=_hz, default=1.0, metavar="HZ",
+                   help="hardware samples per second, 1 to 10 (default 1)")  # fmt: skip
     p.add_argument("--no-tap", action="store_true", help="no automatic taps (emit() only)")
     p.add_argument("--port", type=_port, default=DEFAULT_PORT,
                    help=f"dashboard page port on 127.0.0.1 (default {DEFAULT_PORT}; if taken, the "
@@ -79,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, *cmd]
     try:
         opts = _run_opts(args)
+        gpu_backend = _gpu_backend(args.gpu_backend)
     except ValueError as exc:
         print(f"tm: {exc}", file=sys.stderr)
         return 2
@@ -86,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     name = args.name or _default_name(cmd)
     return run_command(cmd, name, opts, quiet=args.quiet, no_tap=args.no_tap, root=args.dir,
-                       web=not args.no_web, port=args.port)  # fmt: skip
+                       web=not args.no_web, port=args.port, gpu_backend=gpu_backend,
+                       sample_hz=args.sample_hz)  # fmt: skip
 
 
 def _port(text: str) -> int:
@@ -98,6 +110,33 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port: use a whole number 0-65535 "
                                          "(0: any free port)")  # fmt: skip
     return port
+
+
+def _dtype(text: str) -> str:
+    dtype = peaks.normalize_dtype(text)
+    if dtype is None:
+        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}: use one of "
+                                         f"{', '.join(peaks.DTYPES)}")  # fmt: skip
+    return dtype
+
+
+def _hz(text: str) -> float:
+    try:
+        hz = float(text)
+    except ValueError:
+        hz = 0.0
+    if not 1.0 <= hz <= 10.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the sampling rate is 1 to 10 Hz")
+    return hz
+
+
+def _gpu_backend(spec: str | None) -> str | None:
+    from trainmeter.sources import check_spec
+
+    try:
+        return check_spec(spec) if spec else None
+    except ValueError as exc:
+        raise ValueError(f"--gpu-backend: {exc}") from None
 
 
 def _script_error(first: str) -> str | None:
@@ -117,6 +156,7 @@ def _run_opts(args) -> dict:
         "convention": args.convention,
         "peak_flops": parse_flops(args.peak) if args.peak else None,
         "device": args.device,
+        "dtype": args.dtype,
     }  # fmt: skip
 
 

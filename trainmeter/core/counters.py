@@ -297,6 +297,9 @@ GPU_KEYS = (
     "sm_occupancy",
     "tensor_active",
     "dram_active",
+    "ofu",
+    "observed_flops_per_s",
+    "dram_bytes_per_s",
     "intensity",
     "ridge_point",
     "mem_used_bytes",
@@ -310,6 +313,29 @@ GPU_KEYS = (
     "missing",
 )
 """Keys of one entry of ``hardware["gpus"]``, in order (docs/spec.md)."""
+
+UNITS = {
+    "gpu_util": "fraction",
+    "sm_active": "fraction",
+    "sm_occupancy": "fraction",
+    "tensor_active": "fraction",
+    "dram_active": "fraction",
+    "ofu": "fraction",
+    "observed_flops_per_s": "FLOP/s",
+    "dram_bytes_per_s": "bytes/s",
+    "intensity": "FLOP/byte",
+    "ridge_point": "FLOP/byte",
+    "mem_used_bytes": "bytes",
+    "mem_total_bytes": "bytes",
+    "power_w": "W",
+    "power_limit_w": "W",
+    "energy_j": "J",
+    "sm_clock_mhz": "MHz",
+    "mem_clock_mhz": "MHz",
+    "cpu_util": "fraction",
+    "rss_bytes": "bytes",
+}
+"""The unit of every numeric field of ``hardware`` (``hardware["units"]`` carries it)."""
 
 _ACTIVITIES = ("gpu_util", "sm_active", "sm_occupancy", "tensor_active", "dram_active")
 _NUMBERS = ("mem_used_bytes", "mem_total_bytes", "power_w", "sm_clock_mhz", "mem_clock_mhz")
@@ -370,6 +396,18 @@ def gpu_entry(
 
     peak_reason = no_peak_reason or "no dense peak or memory bandwidth known for this device"
     entry["ridge_point"] = ridge_point(_number(peak_flops), _number(peak_bw))
+    entry["ofu"] = ofu(entry["tensor_active"])
+    entry["observed_flops_per_s"] = entry["dram_bytes_per_s"] = None
+    if entry["tensor_active"] is not None and _number(peak_flops):
+        entry["observed_flops_per_s"] = observed_flops(entry["tensor_active"], float(peak_flops))
+    if entry["dram_active"] is not None and _number(peak_bw):
+        entry["dram_bytes_per_s"] = dram_bytes_per_s(entry["dram_active"], float(peak_bw))
+    for key, needs in (("ofu", "tensor_active"), ("observed_flops_per_s", "tensor_active"),
+                       ("dram_bytes_per_s", "dram_active")):  # fmt: skip
+        if entry[key] is None and entry[needs] is None:
+            reasons.setdefault(key, reasons.get(needs) or f"needs {needs} (NVML GPM)")
+        elif entry[key] is None:
+            reasons.setdefault(key, peak_reason)
     entry["intensity"] = None
     if entry["ridge_point"] is None:
         reasons.setdefault("ridge_point", peak_reason)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from trainmeter.core import flops, metrics, peaks, plan
+from trainmeter.core.hardware import HardwareState
 from trainmeter.core.timeline import DEFAULT_CAP, Timeline
 
 WINDOW_STEPS = 20  # steps in the "recent" throughput window (about a few seconds of a real run)
@@ -115,6 +116,7 @@ class Engine:
         self.segment_t0: float | None = None
         self.last_t: float | None = None
         self.records = 0
+        self.hw = HardwareState()  # the sampler's GPU and host readings (issue 4)
         # what was past a bound: counted, never kept (the run log has it)
         self.refused_series: set[int] = set()  # hashes of names, at most _COUNTED_MAX
         self.first_refused: str | None = None
@@ -258,6 +260,14 @@ class Engine:
         self.series[name] = {"step": step, "value": value, "ema": ema}
         self.timeline.append(name, step, value)
 
+    def _on_gpu_devices(self, rec: dict) -> None:
+        self.hw.on_devices(rec)
+
+    def _on_gpu(self, rec: dict) -> None:
+        x = rec["t"] - (self.run.get("started") or rec["t"])  # seconds of the run
+        for name, y in self.hw.on_sample(rec):
+            self.timeline.append(name, x, y)
+
     def _on_note(self, rec: dict) -> None:
         src = rec.get("source")
         self.note(f"{clip(src, MAX_NAME)}: {rec['text']}" if src else rec["text"])
@@ -295,7 +305,11 @@ class Engine:
         model_rate = None
         if rate is not None and fpt:
             model_rate = {k: metrics.model_flops_per_s(rate, v) for k, v in fpt.items()}
-        notes = list(self.notes) + self._gap_notes(peak, fpt, budget_flops, convention)
+        notes = (
+            list(self.notes)
+            + self._gap_notes(peak, fpt, budget_flops, convention)
+            + self.hw.notes()
+        )
         return {
             "v": 1,
             "run": dict(self.run),
@@ -335,8 +349,8 @@ class Engine:
             },
             "stragglers": None,  # issue 5
             "time_split": None,  # issue 5
-            "energy_j": None,  # issue 4
-            "hardware": None,  # issue 4
+            "energy_j": self.hw.energy_j(),
+            "hardware": self.hw.snapshot(self._dtype(), self.opts.get("peak_flops")),
         }
 
     def _budget_tokens(self, budget_flops: float | None, fpt: float | None) -> float | None:
@@ -370,6 +384,8 @@ class Engine:
     def _gpus(self) -> int:
         m = self.model or {}
         if m.get("device") != "cuda":
+            if self.hw.fake and self.hw.whole_gpus():
+                return self.hw.whole_gpus()  # a demonstration run on fake GPUs
             return int(self.opts.get("gpus") or 0)  # a declared peak on CPU counts one device
         per_process = m.get("gpus")
         if not (isinstance(per_process, int) and 1 <= per_process <= MAX_RANKS):
@@ -377,9 +393,21 @@ class Engine:
         return per_process * self._world()
 
     def _peak(self) -> peaks.ResolvedPeak | None:
+        return peaks.resolve_peak(self._device(), self._dtype(), self.opts.get("peak_flops"))
+
+    def _device(self) -> str | None:
+        """The device name the peak is looked up by: ``--device``, else the model's device,
+        else (a fake backend's demonstration only) the fake GPU's name."""
         m = self.model or {}
-        device = self.opts.get("device") or m.get("device_name")
-        return peaks.resolve_peak(device, m.get("run_dtype"), self.opts.get("peak_flops"))
+        if self.opts.get("device"):
+            return self.opts["device"]
+        if m.get("device") != "cuda" and self.hw.fake:
+            return self.hw.device_name()
+        return m.get("device_name")
+
+    def _dtype(self) -> str | None:
+        """The run's dtype: ``--dtype``, else what the agent saw (autocast, parameters)."""
+        return self.opts.get("dtype") or (self.model or {}).get("run_dtype")
 
     def _gap_notes(self, peak, fpt: dict, budget_flops: float | None, convention: str) -> list:
         out = []
@@ -387,7 +415,7 @@ class Engine:
             out.append("FLOPs/token: no model seen yet (found at the first training forward pass)")
         if peak is None:
             m = self.model or {}
-            device = self.opts.get("device") or m.get("device_name") or m.get("device") or "unknown"
+            device = self._device() or m.get("device") or "unknown"
             out.append(f"no MFU: no dense peak is known for {device}; declare one with --peak")
         if budget_flops is not None:
             if self.opts.get("budget_tokens") is not None:

@@ -43,6 +43,10 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     "run_end": {"status": (str,), "exit_code": _OPT_INT},
     # a short message for the person (an agent warning, a dropped record)
     "note": {"text": (str,), "source": _OPT_STR},
+    # supervisor sampler: the GPU backend and each device's static facts (core/hardware.py)
+    "gpu_devices": {"backend": (str,), "devices": (list,), "reason": _OPT_STR},
+    # supervisor sampler: one reading of every GPU and of the host (core/hardware.py)
+    "gpu": {"gpus": (list,), "host": (dict, type(None))},
 }
 
 RUN_STATES = ("running", "finished", "failed", "interrupted", "idle")

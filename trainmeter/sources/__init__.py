@@ -80,6 +80,25 @@ def open_backend(spec: str | None = None, *, clock: Callable[[], float] = time.t
         return NoneBackend(str(err), kind=key)
 
 
+def check_spec(spec: str | None) -> str | None:
+    """``spec`` normalized (stripped, lower case) if ``open_backend`` would accept it; opens
+    nothing (a command line checks its flag before starting the run).
+
+    Raises:
+        ValueError: an unknown form or fake profile, naming the accepted ones.
+    """
+    if spec is None:
+        return None
+    key = str(spec).strip().lower()
+    if key in ("nvml", "none"):
+        return key
+    kind, _, name = key.partition(":")
+    if kind != "fake" or not name:
+        raise _bad(spec)
+    profile(name)  # raises ValueError naming the profiles
+    return key
+
+
 __all__ = [
     "SPEC_FORMS",
     "BackendUnavailable",
@@ -90,5 +109,6 @@ __all__ = [
     "HostSource",
     "NoneBackend",
     "NvmlBackend",
+    "check_spec",
     "open_backend",
 ]

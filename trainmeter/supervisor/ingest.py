@@ -121,9 +121,9 @@ class _Handler(socketserver.StreamRequestHandler):
                 continue
             if live.run_id != run_id:  # a new run: its timeline starts over, send it whole
                 run_id, seq = live.run_id, -1
-            points = live.timeline_since(seq)
-            self._send({"snapshot": live.snapshot(), "points": points, "full": seq < 0})
-            version, seq = now_version, points["seq"]
+            update = live.update(seq)  # snapshot and points under one lock: they agree
+            self._send(update)
+            version, seq = now_version, update["points"]["seq"]
             threading.Event().wait(period)
 
     def _request(self, msg: dict) -> dict:

@@ -23,6 +23,7 @@ from trainmeter.agent.runtime import ENV_NO_TAP, ENV_SOCKET
 from trainmeter.core.summary import summary_line
 from trainmeter.supervisor.ingest import Server, private_socket_path
 from trainmeter.supervisor.live import Live
+from trainmeter.supervisor.sampler import DEFAULT_HZ, start_sampler
 from trainmeter.web import DEFAULT_PORT
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "agent" / "boot"
@@ -43,12 +44,14 @@ def child_env(socket_path: str, no_tap: bool = False, base: dict | None = None) 
 
 def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool = False,
                 no_tap: bool = False, root: str | None = None, web: bool = True,
-                port: int = DEFAULT_PORT) -> int:  # fmt: skip
+                port: int = DEFAULT_PORT, gpu_backend: str | None = None,
+                sample_hz: float = DEFAULT_HZ) -> int:  # fmt: skip
     """Run ``cmd`` under trainmeter; returns the exit code ``tm`` should end with.
 
     With ``web``, the dashboard page is served on 127.0.0.1 from ``port`` (or the next free
     port above it) and its URL is in the start line; a page that cannot start is one line on
-    stderr, never a reason not to run the command.
+    stderr, never a reason not to run the command. ``gpu_backend`` (``sources.open_backend``'s
+    spec; None: NVML when it loads) is sampled ``sample_hz`` times a second into the run log.
 
     A child killed by signal N makes ``tm`` kill itself with N after closing the log, so the
     calling shell sees the same death; the returned ``128 + N`` is the fallback.
@@ -69,8 +72,11 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
         live.close_run("error", 127)
         _stop(server, path, page)
         return 127
+    sampler = start_sampler(live, gpu_backend, sample_hz, lambda: [proc.pid, *live.agent_pids()])
     rc = _wait(proc)
     _drain_agents(live)
+    if sampler is not None:
+        sampler.stop()
     status = "ok" if rc == 0 else "interrupted" if rc in (-signal.SIGINT, 130) else "error"
     snap = live.close_run(status, rc)
     _stop(server, path, page)

@@ -150,6 +150,11 @@ class Live:
         self.cond.notify_all()
 
     # -- snapshots out --------------------------------------------------------------------------
+    def agent_pids(self) -> list[int]:
+        """Pids of the agents that said hello in this run (the training processes)."""
+        with self.cond:
+            return list(self.engine.agents) if self.engine is not None else []
+
     def info(self) -> dict[str, Any]:
         with self.cond:
             log = str(self.log_path) if self.log_path else None

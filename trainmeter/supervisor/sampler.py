@@ -1,0 +1,141 @@
+"""The supervisor's hardware sampler: GPU counters (NVML/GPM or a fake) and the host, on a timer.
+
+A daemon thread reads the GPU backend and the host every ``1/hz`` seconds and hands one ``gpu``
+record per tick to :meth:`Live.ingest` (the one writer of the run log); a ``gpu_devices`` record
+with the backend and the static device facts goes first in every run. The first reading is
+taken at once, so a sample reaches the log within a second of the start.
+
+Why 1 Hz by default (docs/spec.md "Sampling rate"): NVML's GPU-Util is an average over a sample
+period of 1/6 s to 1 s by product, board power a 1 s average, and the energy counter should be
+differenced over windows of about 1 s (../shared/REFERENCE.md "Cheap NVML reads"); GPM needs at
+least 100 ms between its two samples. Sampling faster repeats the same averages and grows the
+run log; 1 Hz keeps an 8-GPU node's log near 10 MB an hour.
+
+The sampler never creates a CUDA context (NVML only, ``trainmeter/sources/gpu.py``) and never
+raises: a failing backend is noted once and sampling stops; training goes on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from trainmeter.core import records
+
+DEFAULT_HZ = 1.0
+MIN_HZ, MAX_HZ = 1.0, 10.0  # issue 4: 1 to 10 Hz; GPM needs >= 100 ms between samples
+
+
+class Sampler:
+    """Sample ``backend`` and ``host`` into ``live`` until :meth:`stop`.
+
+    Args:
+        live: the supervisor's :class:`trainmeter.supervisor.live.Live`.
+        backend: a ``trainmeter.sources.GpuBackend`` (``open_backend(spec)``).
+        host: a ``trainmeter.sources.HostSource`` or None.
+        hz: samples per second, 1 to 10.
+        pids: returns the training processes' pids (RSS and per-process GPU memory).
+        clock: wall-clock seconds (records' ``t``).
+    Raises:
+        ValueError: ``hz`` outside 1..10.
+    """
+
+    def __init__(
+        self,
+        live,
+        backend,
+        host=None,
+        *,
+        hz: float = DEFAULT_HZ,
+        pids: Callable[[], Iterable[int]] = tuple,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not MIN_HZ <= hz <= MAX_HZ:
+            raise ValueError(f"sampling rate must be {MIN_HZ:g} to {MAX_HZ:g} Hz, got {hz:g}")
+        self.live, self.backend, self.host = live, backend, host
+        self.period = 1.0 / hz
+        self.pids, self.clock = pids, clock
+        self._stop = threading.Event()
+        self._run_id: str | None = None  # the run the device facts were written for
+        self._devices: list[dict] | None = None
+        self._missing: dict[int, dict] = {}  # last `missing` sent per device (sent on change)
+        self._thread = threading.Thread(target=self._loop, name="trainmeter-sampler", daemon=True)
+
+    def start(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the thread and close the backend (never raises)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        try:
+            self.backend.close()
+        except Exception:  # a backend that fails to close must not block tm's exit
+            pass
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                self.tick()
+                if self._stop.wait(self.period):
+                    return
+        except Exception as exc:  # never take the supervisor down: say so once, stop sampling
+            self.live.note(f"hardware sampling stopped: {type(exc).__name__}: {exc}")
+
+    def tick(self) -> bool:
+        """Take one reading and ingest it; False when no run is open (nothing written)."""
+        if self.live.run_id is None:
+            return False
+        recs = []
+        if self.live.run_id != self._run_id:  # a new run: its log starts with the device facts
+            self._run_id, self._missing = self.live.run_id, {}
+            recs.append(self._devices_record())
+        recs.append(self._sample_record())
+        return self.live.ingest(recs)
+
+    def _devices_record(self) -> dict[str, Any]:
+        if self._devices is None:
+            self._devices = [d.as_dict() for d in self.backend.devices()]
+        kind = getattr(self.backend, "kind", "none")
+        reason = getattr(self.backend, "reason", None)
+        return records.make("gpu_devices", self.clock(), backend=str(kind), devices=self._devices,
+                            reason=reason)  # fmt: skip
+
+    def _sample_record(self) -> dict[str, Any]:
+        pids = list(self.pids())
+        gpus = [self._compact(s.as_dict()) for s in self.backend.sample()]
+        host = self.host.sample(pids).as_dict() if self.host is not None else None
+        if host is not None:
+            host.pop("rss_by_pid", None)  # the sum is what the dashboard shows
+        return records.make("gpu", self.clock(), gpus=gpus, host=host)
+
+    def _compact(self, sample: dict[str, Any]) -> dict[str, Any]:
+        """Drop None fields, and ``missing`` when it did not change (core/hardware.py keeps it):
+        an 8-GPU node then writes a few hundred bytes per GPU per tick."""
+        i = sample.get("index")
+        missing = sample.pop("missing", None) or {}
+        out = {k: v for k, v in sample.items() if v is not None}
+        if self._missing.get(i) != missing:
+            self._missing[i] = missing
+            out["missing"] = missing
+        if out.get("process_mem_bytes") == {}:
+            del out["process_mem_bytes"]
+        return out
+
+
+def start_sampler(live, spec: str | None, hz: float, pids: Callable[[], Iterable[int]]):
+    """Open the GPU backend ``spec`` and the host source and start sampling into ``live``;
+    returns the :class:`Sampler`, or None after a note when the backend cannot open (an
+    explicit ``nvml`` on a machine without it): the run goes on without counters."""
+    from trainmeter.sources import HostSource, open_backend
+
+    try:
+        backend = open_backend(spec)
+    except Exception as exc:
+        live.note(f"no GPU counters: {exc}")
+        return None
+    return Sampler(live, backend, HostSource(), hz=hz, pids=pids).start()
