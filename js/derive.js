@@ -253,6 +253,23 @@ export function gpusOf(hardware) {
     .sort((a, b) => a.index - b.index);
 }
 
+/**
+ * OFU across the run's GPUs: the mean of each GPU's `ofu` (tensor-pipe activity from NVML GPM, a
+ * counter), with the mean observed FLOP/s per GPU. Shown beside MFU, never in its place
+ * (invariant 4). {value, why, observed}.
+ */
+export function ofuFigure(snap) {
+  const gpus = gpusOf(snap.hardware);
+  if (!gpus.length) return { ...missing(`${NOT_MEASURED}: needs GPU counters (NVML GPM, Hopper or newer)`), observed: null };
+  const mean = (key) => {
+    const xs = gpus.map((g) => g[key]).filter(isNum);
+    return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
+  };
+  const value = mean("ofu");
+  if (value === null) return { ...gpuField(gpus[0], "ofu"), observed: null };
+  return { ...known(value), observed: mean("observed_flops_per_s") };
+}
+
 /** Why the hardware panel is empty (hardware is null). */
 export function hardwareWhy(snap) {
   const note = noteAbout(snap.notes, /hardware|sampler|nvml/i);

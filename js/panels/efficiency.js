@@ -14,6 +14,7 @@ import {
   mfuFigure,
   mfuOverTime,
   noteAbout,
+  ofuFigure,
   NOT_MEASURED,
   runConvention,
   shownConvention,
@@ -55,6 +56,8 @@ export function createEfficiency(view) {
   const spentOthers = el("div", { class: "tm-others" });
   spent.append(spentOthers);
   const perGpu = createFigure("model FLOP/s per GPU", "tm-flops-per-gpu");
+  // OFU is a counter (tensor-pipe activity): beside MFU, never in its place (invariant 4).
+  const ofu = createFigure("OFU (counter: tensor-pipe activity)", "tm-ofu");
 
   const chartPlot = el("div", { class: "tm-plot" });
   // The reason sits in an inner span: the box is a flex container, which would drop the spaces
@@ -71,7 +74,7 @@ export function createEfficiency(view) {
 
   panel.body.append(
     controls,
-    el("div", { class: "tm-eff-grid" }, mfu.el, fpt.el, spent.el, perGpu.el),
+    el("div", { class: "tm-eff-grid" }, mfu.el, fpt.el, spent.el, perGpu.el, ofu.el),
     chartBox,
   );
 
@@ -115,7 +118,7 @@ export function createEfficiency(view) {
         theme,
         height: (w) => Math.round(Math.min(170, Math.max(120, w * 0.3))),
         yRange: (_min, max) => [0, max > 0 ? max * 1.15 : 1],
-        yFormat: (v) => `${+v.toFixed(v < 10 ? 1 : 0)}%`,
+        yFormat: (v) => `${v !== 0 && Math.abs(v) < 1 ? +v.toPrecision(2) : +v.toFixed(v < 10 ? 1 : 0)}%`,
       });
       historyChanged = true;
     }
@@ -188,6 +191,13 @@ export function createEfficiency(view) {
       }
       else if (!isNum(snap.tokens_per_s)) perGpu.missing("not measured yet", "needs two timed steps");
       else perGpu.missing("not measured yet", "model FLOP/s per GPU is not in this snapshot");
+
+      const o = ofuFigure(snap);
+      showFigure(ofu, o, percent, {
+        subText: isNum(o.observed)
+          ? `observed ${si(o.observed, "FLOP/s")} per GPU (OFU × dense peak); a counter, beside MFU`
+          : "a counter from NVML GPM, beside MFU, never in its place",
+      });
 
       updateChart(snap, store, conv, historyChanged);
     },

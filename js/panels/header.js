@@ -44,21 +44,22 @@ export function createHeader() {
       setText(step, count(snap.step));
       setText(elapsed, duration(snap.elapsed_s));
       setText(segment, isNum(run.segment) && run.segment > 1 ? `segment ${run.segment}` : "");
-      setText(model, modelLine(snap.model, deviceLine(snap)));
+      setText(model, modelLine(snap.model, deviceLine(snap), str(snap.dtype)));
     },
   };
 }
 
 /** "GPT · 820k params · 4 layers × 128 · seq 128 · float32 · cpu" from whatever is known. */
-export function modelLine(m, device = "") {
+/** `dtype`: the run's effective dtype (`--dtype`, else what the agent saw). */
+export function modelLine(m, device = "", dtype = "") {
   if (!isObj(m)) return "";
   const parts = [];
   if (str(m.name)) parts.push(m.name);
   if (isNum(m.params)) parts.push(`${si(m.params)} params`);
   if (isNum(m.layers) && isNum(m.width)) parts.push(`${m.layers} layers × ${m.width}`);
   if (isNum(m.seq_len)) parts.push(`seq ${m.seq_len}`);
-  const dtype = str(m.run_dtype) || str(m.dtype);
-  if (dtype) parts.push(dtype);
+  const shownDtype = dtype || str(m.run_dtype) || str(m.dtype);
+  if (shownDtype) parts.push(shownDtype);
   if (device) parts.push(device);
   else if (str(m.device)) parts.push(isNum(m.gpus) && m.gpus > 1 ? `${m.gpus} × ${m.device}` : m.device);
   return parts.join(" · ");

@@ -84,7 +84,7 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
       else facts.energy.set(cost.kwh.why, { muted: true });
 
       facts.device.set(deviceLine(snap) || NOT_MEASURED, { muted: !deviceLine(snap) });
-      const dtype = m ? str(m.run_dtype) || str(m.dtype) : "";
+      const dtype = str(snap.dtype) || (m ? str(m.run_dtype) || str(m.dtype) : "");
       facts.dtype.set(dtype || NOT_MEASURED, { muted: !dtype });
 
       const mfuAvg = isObj(snap.peak) ? byConv(snap, "mfu_avg", conv) ?? byConv(snap, "mfu", conv) : null;

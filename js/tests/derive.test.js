@@ -10,6 +10,7 @@ import {
   mfuChartWhy,
   mfuFigure,
   mfuOverTime,
+  ofuFigure,
   paramCounts,
   parsePrice,
   rankRows,
@@ -173,4 +174,16 @@ test("the device line names the device, never a peak's 'unknown'", async () => {
   assert.equal(deviceLine({ gpus: 8, model: { device: "cuda", device_name: "NVIDIA H100 80GB HBM3" } }), "8 × NVIDIA H100 80GB HBM3");
   assert.equal(deviceLine({ gpus: 2, hardware: { gpus: [{ index: 0, name: "NVIDIA A100-SXM4-80GB" }] } }), "2 × NVIDIA A100-SXM4-80GB");
   assert.equal(deviceLine({}), "");
+});
+
+test("OFU is the mean tensor-pipe activity over GPUs, with a reason when a GPU cannot report it", () => {
+  // by hand: (0.5 + 0.3) / 2 = 0.4; observed (4e14 + 2e14) / 2 = 3e14 FLOP/s
+  const hw = { gpus: [{ index: 0, ofu: 0.5, observed_flops_per_s: 4e14 }, { index: 1, ofu: 0.3, observed_flops_per_s: 2e14 }] };
+  const o = ofuFigure({ hardware: hw });
+  assert.ok(Math.abs(o.value - 0.4) < 1e-12);
+  assert.ok(Math.abs(o.observed - 3e14) < 1);
+  const a100 = { gpus: [{ index: 0, ofu: null, missing: { ofu: "not on this GPU: needs Hopper or newer (NVML GPM)" } }] };
+  assert.equal(ofuFigure({ hardware: a100 }).value, null);
+  assert.match(ofuFigure({ hardware: a100 }).why, /needs Hopper/);
+  assert.match(ofuFigure({ hardware: null }).why, /not measured yet/);
 });

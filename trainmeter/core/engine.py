@@ -329,6 +329,7 @@ class Engine:
             "convention": convention,
             "flops_per_token": fpt,
             "flops_spent": {k: (v * c.tokens if v is not None else None) for k, v in fpt.items()},
+            "dtype": self._dtype(),
             "peak": _peak_dict(peak),
             "mfu": _mfu(rate, fpt, gpus, peak),
             "mfu_avg": _mfu(rate_avg, fpt, gpus, peak),
