@@ -117,17 +117,25 @@ def hardware_history(gpus: list[dict], steps: int = 300, seed: int = 2) -> dict:
     return out
 
 
+_H100_BF16, _H100_BW = 989.5e12, 3.35e12  # dense FLOP/s and bytes/s (trainmeter/core/peaks.py)
+
+
 def _h100(index: int, throttle: list[str]) -> dict:
+    tensor, dram = 0.22 - 0.01 * index, 0.41
     return {
         "index": index,
         "name": "NVIDIA H100 80GB HBM3",
         "gpu_util": 0.98,
         "sm_active": 0.71 - 0.03 * index,
         "sm_occupancy": 0.38,
-        "tensor_active": 0.22 - 0.01 * index,
-        "dram_active": 0.41,
-        "intensity": 118.0,
-        "ridge_point": 295.4,
+        "tensor_active": tensor,
+        "dram_active": dram,
+        # derived as the supervisor derives them (core/counters.py), from the H100 SXM row
+        "ofu": tensor,
+        "observed_flops_per_s": tensor * _H100_BF16,
+        "dram_bytes_per_s": dram * _H100_BW,
+        "intensity": (tensor * _H100_BF16) / (dram * _H100_BW),
+        "ridge_point": _H100_BF16 / _H100_BW,
         "mem_used_bytes": 65_712_472_064,
         "mem_total_bytes": 85_520_809_984,
         "power_w": 512.4 - 20 * index,
@@ -150,8 +158,11 @@ def _a100(index: int) -> dict:
         "sm_occupancy": None,
         "tensor_active": None,
         "dram_active": None,
+        "ofu": None,
+        "observed_flops_per_s": None,
+        "dram_bytes_per_s": None,
         "intensity": None,
-        "ridge_point": 153.0,
+        "ridge_point": 312e12 / 2.039e12,  # A100 SXM4 80GB: dense BF16 over bandwidth
         "mem_used_bytes": 52_613_349_376,
         "mem_total_bytes": 85_899_345_920,
         "power_w": 341.0,
@@ -165,6 +176,9 @@ def _a100(index: int) -> dict:
             "sm_occupancy": gpm,
             "tensor_active": gpm,
             "dram_active": gpm,
+            "ofu": gpm,
+            "observed_flops_per_s": gpm,
+            "dram_bytes_per_s": gpm,
             "intensity": gpm,
             "energy_j": "the energy counter needs Volta or newer and a driver that exposes it",
         },
@@ -516,6 +530,15 @@ if (params.get("act")) {
   price.value = "2.5";
   price.dispatchEvent(new Event("input"));
 }
+// One panel alone (&panel=hardware), full width: the per-panel pictures in docs/img/.
+const only = params.get("panel");
+if (only) {
+  document.querySelectorAll('[data-testid^="tm-panel-"]').forEach((p) => {
+    p.style.display = p.dataset.testid === `tm-panel-${only}` ? "" : "none";
+    p.style.gridColumn = "1 / -1";
+  });
+  document.querySelectorAll(".tm-notes").forEach((n) => { n.style.display = "none"; });
+}
 // The markup-looking names must stay text: fail loudly if any became an element.
 if (document.querySelector("#out img, #out b")) {
   console.error("[trainmeter] markup from training code was parsed as HTML");
@@ -603,12 +626,20 @@ def replayed(run: str) -> tuple[dict, dict]:
     return eng.snapshot(), eng.timeline.full()
 
 
+PANEL_SHOTS = (("cockpit", 400), ("efficiency", 520), ("hardware", 650), ("time", 330),
+               ("plan", 420), ("passport", 560))  # fmt: skip
+"""Each panel and the window height that holds it at 1000 px wide (the header sits on top)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/trainmeter-shots"))
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     parser.add_argument("--run", help="shoot this run's replayed log instead of the fixtures")
     parser.add_argument("--only", help="comma-separated parts of shot names to take (gpu-dark,cpu)")
+    parser.add_argument("--panels", action="store_true",
+                        help="one picture per panel (2 x H100 fixture, light) into --out "
+                             "(--panels --out docs/img)")  # fmt: skip
     args = parser.parse_args(argv)
     if not (STATIC / "widget.js").is_file():
         print("no bundle: run `npm install && npm run build` first", file=sys.stderr)
@@ -619,6 +650,9 @@ def main(argv: list[str] | None = None) -> int:
     shots = SHOTS
     if args.only:
         shots = [s for s in shots if any(part in s[0] for part in args.only.split(","))]
+    if args.panels:
+        shots = [(f"panel-{name}", f"gpu&panel={name}", "light", 1000, height)
+                 for name, height in PANEL_SHOTS]  # fmt: skip
     if args.run:
         fixture["snapshots"]["real"], fixture["history"] = replayed(args.run)
         shots = [("run-light-500", "real", "light", 500, 3000),
