@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Every check CI runs, in order, stopping at the first failure. Run scripts/setup.sh once first.
+#   lint and format (ruff), Python tests (pytest), front-end unit tests (node --test js/tests/),
+#   UI tests in headless Chromium (Playwright + galata: tests/ui/, about 2 minutes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run() {
+  echo "== $*" >&2
+  "$@"
+}
+
+run .venv/bin/ruff check .
+run .venv/bin/ruff format --check .
+run .venv/bin/python -m pytest
+run npm test
+run npm run test:ui
