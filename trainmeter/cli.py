@@ -4,6 +4,8 @@ tm train.py [args]            run a Python script (same interpreter as tm)
 tm [flags] -- CMD [args]      run any command (torchrun, a shell script, ...)
 tm replay [RUN] [--json]      rebuild a run's final snapshot from its log
 tm ls                         list runs in ./.trainmeter
+tm peaks [NAME] [--json]      the dense peaks table; with NAME, the row an NVML name matches
+tm doctor [--json]            what trainmeter can see on this node, and what to do about gaps
 tm --version
 """
 
@@ -22,7 +24,7 @@ from trainmeter.core import flops, peaks
 from trainmeter.core.units import format_duration, parse_count, parse_flops
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
-SUBCOMMANDS = ("replay", "ls")
+SUBCOMMANDS = ("replay", "ls", "peaks", "doctor")
 ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"
 
 
@@ -40,7 +42,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    usage = "tm [flags] SCRIPT.py [args] | tm [flags] -- CMD [args] | tm {replay,ls} ..."
+    usage = ("tm [flags] SCRIPT.py [args] | tm [flags] -- CMD [args] | "
+             "tm {replay,ls,peaks,doctor} ...")  # fmt: skip
     p = _Parser(prog="tm", description="Run a training command under trainmeter.", usage=usage)
     p.add_argument("--version", action="version", version=f"trainmeter {__version__}")
     p.add_argument("--name", help="run name (default: the script's name)")
@@ -225,7 +228,108 @@ def _ls(argv: list[str]) -> int:
     return 0
 
 
-_SUB = {"replay": _replay, "ls": _ls}
+UNKNOWN_PEAK = "unknown: declare one with --peak"
+
+
+def _peaks(argv: list[str]) -> int:
+    p = _Parser(prog="tm peaks", description="The dense peaks table (TFLOP/s, not 2:4 sparse); "
+                "with NAME, the row that NVML device name matches, and why.")  # fmt: skip
+    p.add_argument("name", nargs="?", help='an NVML device name ("NVIDIA H100 80GB HBM3")')
+    p.add_argument("--json", action="store_true", help="print JSON (full citations)")
+    args = p.parse_args(argv)
+    if args.name is None:
+        rows = peaks.table()
+        if args.json:
+            print(json.dumps([{**r, "citation_short": _short(r["citation"])} for r in rows],
+                             indent=2))  # fmt: skip
+        else:
+            print("\n".join(_peak_table(rows)))
+        return 0
+    row = peaks.match_device(args.name)
+    if row is None:
+        close = difflib.get_close_matches(args.name, [n for r in peaks.rows() for n in r.names],
+                                          n=3, cutoff=0.6)  # fmt: skip
+        hint = f" (no row lists this exact NVML name; close but not the same: {', '.join(close)})"
+        if args.json:
+            print(json.dumps({"name": args.name, "match": None, "why": UNKNOWN_PEAK,
+                              "close": close}, indent=2))  # fmt: skip
+        print(f"tm: {args.name!r}: {UNKNOWN_PEAK}{hint if close else ''}", file=sys.stderr)
+        return 1
+    asked = " ".join(args.name.split()).lower()
+    listed = next((n for n in row.names if n.lower() == asked), row.names[0])
+    why = (f"{args.name!r} is the NVML name {listed!r} listed for {row.label} (exact match; "
+           "case and repeated spaces ignored, never a substring)")  # fmt: skip
+    if args.json:
+        d = row.as_dict()
+        print(json.dumps({"name": args.name, "match": {**d, "citation_short":
+                          _short(d["citation"])}, "why": why}, indent=2))  # fmt: skip
+        return 0
+    print("\n".join(_peak_table([row.as_dict()])))
+    print(f"why: {why}")
+    print(f"citation: {row.citation}")
+    return 0
+
+
+_PEAK_HEAD = ("device", "kind", *(d.upper() for d in peaks.DTYPES), "GB/s", "W", "verified")
+
+
+def _peak_table(rows) -> list[str]:
+    """Rows of ``peaks.table()`` as aligned text: one line of figures, one of names and source."""
+
+    def num(x) -> str:
+        return "-" if x is None else f"{x:g}"
+
+    cells = [[r["label"], r["kind"], *(num(r["tflops"][d]) for d in peaks.DTYPES),
+              num(r["mem_bw"] / 1e9), num(r["tdp_w"]), "yes" if r["verified"] else "no"]
+             for r in rows]  # fmt: skip
+    width = [max(len(c[i]) for c in [list(_PEAK_HEAD), *cells]) for i in range(len(_PEAK_HEAD))]
+
+    def line(c) -> str:
+        last = len(c) - 1
+        cols = [c[i].ljust(width[i]) if i in (0, 1, last) else c[i].rjust(width[i])
+                for i in range(len(c))]  # fmt: skip
+        return "  ".join(cols).rstrip()
+
+    out = ["Dense peaks per device: TFLOP/s by dtype (tensor cores; FP32 is the CUDA-core rate; "
+           "'-': no rate), memory GB/s, board W.", line(list(_PEAK_HEAD))]  # fmt: skip
+    for r, c in zip(rows, cells, strict=True):
+        out.append(line(c))
+        names = " / ".join(f'"{n}"' for n in r["names"])
+        out.append(f"    NVML {names} · {_short(r['citation'])}")
+    return out
+
+
+def _short(citation: str) -> str:
+    """A citation's document title: the text before its URL, its first "(" or ";"."""
+    cut = len(citation)
+    for mark in (", http", " / http", " (", ";"):
+        i = citation.find(mark)
+        if i > 0:
+            cut = min(cut, i)
+    return citation[:cut].strip(" ,/")
+
+
+def _doctor(argv: list[str]) -> int:
+    p = _Parser(prog="tm doctor", description="What trainmeter can see on this node (NVML, "
+                "driver, GPUs, peaks, GPM, MIG, torch, trackers, front end) and what to do "
+                "about each gap. Exit 0 whenever it could look.")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--gpu-backend", metavar="SPEC", default=os.environ.get(ENV_GPU_BACKEND),
+                   help="look through this backend (nvml, none, fake:h100x2, ...; default: "
+                        f"${ENV_GPU_BACKEND}, else NVML when it loads)")  # fmt: skip
+    args = p.parse_args(argv)
+    from trainmeter import doctor
+
+    try:
+        report = doctor.look(args.gpu_backend or None)
+    except ValueError as exc:
+        print(f"tm: --gpu-backend: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2) if args.json else "\n".join(doctor.lines(report)))
+    return 0
+
+
+_SUB = {"replay": _replay, "ls": _ls, "peaks": _peaks, "doctor": _doctor}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -46,6 +46,13 @@ def test_agent_imports_only_stdlib_core_records_and_itself(path):
         assert ok or lazy_torch, f"{path.name} imports {mod}"
 
 
+@pytest.mark.parametrize("path", _files("sources"), ids=lambda p: p.name)
+def test_sources_import_only_the_core_and_themselves_of_ours(path):
+    for mod, _ in _imports(path):
+        if mod.split(".")[0] == "trainmeter":
+            assert mod.startswith(("trainmeter.core", "trainmeter.sources")), f"{path.name}: {mod}"
+
+
 def test_only_sources_gpu_touches_nvml():
     for path in PKG.rglob("*.py"):
         if "sources" in path.parts and path.name.startswith("gpu"):
@@ -66,9 +73,38 @@ def test_importing_trainmeter_loads_no_third_party_module():
     assert third == set(), f"import trainmeter loaded {sorted(third)}"
 
 
+CUDA = {"torch", "cupy", "pycuda", "cuda", "jax", "tensorflow", "numba"}
+
+
 def test_supervisor_and_cli_load_no_cuda_binding():
     loaded = _modules_after(
         "import trainmeter.cli, trainmeter.supervisor.launcher, trainmeter.supervisor.__main__"
     )
-    cuda = {"torch", "cupy", "pycuda", "cuda", "jax", "tensorflow", "numba"}
-    assert not cuda & {m.split(".")[0] for m in loaded}
+    assert not CUDA & {m.split(".")[0] for m in loaded}
+
+
+def test_the_sampler_sources_and_doctor_at_work_load_no_cuda_binding(tmp_path):
+    """Invariant 9: sampling (NVML or a fake), and ``tm doctor`` looking at torch's version and
+    at the GPUs, never import a CUDA binding, so the supervisor never makes a CUDA context."""
+    code = f"""
+import contextlib, io
+import trainmeter.sources, trainmeter.sources.gpu, trainmeter.sources.fake
+import trainmeter.sources.host, trainmeter.supervisor.sampler, trainmeter.doctor
+from trainmeter.cli import main
+from trainmeter.supervisor.live import Live
+from trainmeter.supervisor.sampler import start_sampler
+live = Live({str(tmp_path)!r})
+live.open_run("t", ["x"], {{}})
+for spec in (None, "fake:h100x2", "fake:a100", "fake:mig", "fake:lost"):
+    sampler = start_sampler(live, spec, 10.0, lambda: [1])
+    sampler.tick()
+    sampler.stop()
+live.close_run("ok")
+with contextlib.redirect_stdout(io.StringIO()):
+    for spec in ([], ["--gpu-backend", "fake:h100x2"], ["--gpu-backend", "nvml"]):
+        assert main(["doctor", "--json", *spec]) == 0
+    assert main(["peaks"]) == 0
+"""
+    loaded = _modules_after(code)
+    assert {"trainmeter.doctor", "trainmeter.supervisor.sampler"} <= loaded
+    assert not CUDA & {m.split(".")[0] for m in loaded}

@@ -194,26 +194,37 @@ class EnergyMeter:
     since the first reading (0.0 after the first). A None reading (a failed read) is skipped:
     the next good reading is differenced against the last good one, so no energy is lost or
     counted twice. Returns None until a first reading arrives. A counter restart is handled as
-    in ``energy_delta_j`` (never negative). One meter per device; not thread-safe.
+    in ``energy_delta_j`` (never negative). ``rebase()`` makes the next reading a new start
+    (the sampler paused; what the GPU used meanwhile is not counted). One meter per device; not
+    thread-safe.
     """
 
     def __init__(self) -> None:
         self._last: float | None = None
         self._total = 0.0
+        self._rebased = False
 
     @property
     def energy_j(self) -> float | None:
         """Joules since the first reading, or None before any reading."""
         return None if self._last is None else self._total
 
+    def rebase(self) -> None:
+        """Forget the last reading but keep the total: the next reading starts a new difference
+        (after a pause in sampling whose energy must not be counted). Before any reading, a
+        no-op."""
+        if self._last is not None:
+            self._rebased = True
+
     def update(self, energy_mj: float | None) -> float | None:
         """Fold in one counter reading (mJ); return the running total in J (or None)."""
         if energy_mj is None:
             return self.energy_j
         _check("energy_mj", energy_mj)
-        if self._last is not None:
+        if self._last is not None and not self._rebased:
             self._total += energy_delta_j(self._last, energy_mj) or 0.0
         self._last = float(energy_mj)
+        self._rebased = False
         return self._total
 
 

@@ -24,6 +24,16 @@ from trainmeter.core import counters
 LADDER = ("gpu_util", "sm_active", "sm_occupancy", "tensor_active", "dram_active")
 """Fractions charted over time, as timeline series ``gpu<i>/<field>`` (x: seconds of the run)."""
 MAX_DEVICES = 16  # GPUs kept per node (an 8-GPU node with MIG halves fits); more are counted
+MAX_NOTE = 500  # characters of one note, as the engine's notes (engine.MAX_NOTE)
+
+
+def _keep_last(last: dict[str, Any], now: dict[str, Any], missing: dict) -> dict[str, Any]:
+    """A lost device's entry: its last reading's figures, the new sample's time and ``lost``,
+    and the loss as the reason only for what the last reading did not have either."""
+    kept = {k: v for k, v in last.items() if k != "missing"}
+    kept.update(lost=True, time_s=now.get("time_s", kept.get("time_s")))
+    reasons = {k: v for k, v in missing.items() if kept.get(k) is None}
+    return {**kept, "missing": reasons}
 
 
 class HardwareState:
@@ -38,6 +48,7 @@ class HardwareState:
         self.meters: dict[int, counters.EnergyMeter] = {}
         self.host: dict[str, Any] | None = None
         self.lost: set[int] = set()
+        self.dropped_devices = 0  # devices past MAX_DEVICES: counted in a note, not shown
 
     @property
     def fake(self) -> bool:
@@ -50,12 +61,21 @@ class HardwareState:
         self.reason = rec.get("reason")
         devices = [d for d in rec.get("devices") or [] if isinstance(d, dict)]
         self.devices = devices[:MAX_DEVICES]
+        self.dropped_devices = len(devices) - len(self.devices)
         keep = {d.get("index") for d in self.devices}
         self.meters = {i: m for i, m in self.meters.items() if i in keep}
 
     def on_sample(self, rec: dict[str, Any]) -> list[tuple[str, float]]:
-        """Fold a ``gpu`` record; returns the chart points ``[(series name, fraction)]``."""
+        """Fold a ``gpu`` record; returns the chart points ``[(series name, fraction)]``.
+
+        A device's ``missing`` is carried from its previous sample when this one omits it (the
+        sampler sends it only when it changes). A lost device keeps its last figures (and adds
+        no chart points). ``resume: true`` (the first sample after the sampler paused, between
+        notebook cells) restarts every energy meter's difference from this reading, so the time
+        nobody trained is not counted.
+        """
         points: list[tuple[str, float]] = []
+        resume = rec.get("resume") is True
         known = {d.get("index") for d in self.devices}
         for s in rec.get("gpus") or []:
             i = s.get("index") if isinstance(s, dict) else None
@@ -63,11 +83,17 @@ class HardwareState:
                 continue
             if isinstance(s.get("missing"), dict):
                 self.missing[i] = s["missing"]
-            self.samples[i] = {**s, "missing": self.missing.get(i, {})}
             meter = self.meters.setdefault(i, counters.EnergyMeter())
+            if resume:
+                meter.rebase()
             meter.update(s.get("energy_mj"))
             if s.get("lost"):
                 self.lost.add(i)
+            if i in self.lost and i in self.samples:
+                # a lost GPU answers nothing more: keep its last figures, marked lost
+                self.samples[i] = _keep_last(self.samples[i], s, self.missing.get(i, {}))
+                continue
+            self.samples[i] = {**s, "missing": self.missing.get(i, {})}
             for field in LADDER:
                 y = s.get(field)
                 if isinstance(y, (int, float)) and not isinstance(y, bool):
@@ -113,13 +139,23 @@ class HardwareState:
         return hw
 
     def notes(self) -> list[str]:
-        """Plain sentences about what the hardware figures are (fake, lost GPUs, none)."""
+        """Plain sentences about what the hardware figures are (fake or none, lost GPUs, GPUs
+        not shown): at most three, each at most ``MAX_NOTE`` characters."""
         out = []
         if self.fake:
             out.append(f"GPU counters come from the {self.backend} fake backend: a demonstration, "
                        "not a measurement")  # fmt: skip
         elif self.backend == "none" and self.reason:
             out.append(f"no GPU counters: {self.reason}")
-        for i in sorted(self.lost):
-            out.append(f"GPU {i} was lost mid-run (NVML stopped answering); its last figures stay")
-        return out
+        if self.lost:
+            which = ", ".join(str(i) for i in sorted(self.lost))
+            if len(self.lost) == 1:
+                out.append(f"GPU {which} was lost mid-run (NVML stopped answering); its last "
+                           "figures stay")  # fmt: skip
+            else:
+                out.append(f"GPUs {which} were lost mid-run (NVML stopped answering); their "
+                           "last figures stay")  # fmt: skip
+        if self.dropped_devices:
+            out.append(f"{self.dropped_devices} GPU(s) past the first {MAX_DEVICES} not shown "
+                       "(the run log has their readings)")  # fmt: skip
+        return [text if len(text) <= MAX_NOTE else text[: MAX_NOTE - 1] + "…" for text in out]

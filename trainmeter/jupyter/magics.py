@@ -14,7 +14,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from trainmeter.core import flops
+from trainmeter.core import flops, peaks
 from trainmeter.core.summary import summary_line
 from trainmeter.core.units import parse_count, parse_flops
 
@@ -31,6 +31,8 @@ class TrainmeterMagics(Magics):
     @argument("--convention", choices=flops.CONVENTIONS, help="FLOPs convention shown first")
     @argument("--peak", help="declared dense peak per device, e.g. 312T (FLOP/s)")
     @argument("--device", help="device name to look up in the peaks table")
+    @argument("--dtype", help="the run's dtype for the peak: bf16, fp16, tf32, fp8, fp32 "
+              "(default: what the agent sees)")  # fmt: skip
     @argument("--no-widget", action="store_true", help="no live widget, summary line only")
     @line_cell_magic
     def trainmeter(self, line: str, cell: str | None = None):
@@ -146,6 +148,15 @@ def _opts(args) -> dict:
             "convention": args.convention,
             "peak_flops": parse_flops(args.peak) if args.peak else None,
             "device": args.device,
+            "dtype": _dtype(args.dtype) if args.dtype else None,
         }  # fmt: skip
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _dtype(text: str) -> str:
+    """``--dtype`` as ``tm`` reads it (``peaks.normalize_dtype``); ValueError naming the forms."""
+    dtype = peaks.normalize_dtype(text)
+    if dtype is None:
+        raise ValueError(f"unknown dtype {text!r}: use one of {', '.join(peaks.DTYPES)}")
+    return dtype

@@ -49,8 +49,9 @@ SPEC_FORMS = ("nvml", "none", *(f"fake:{name}" for name in PROFILES))
 """The spec strings ``open_backend`` accepts (plus None for "NVML if it loads")."""
 
 
-def _bad(spec) -> ValueError:
-    return ValueError(f"unknown GPU source {spec!r}; accepted: {', '.join(SPEC_FORMS)}")
+def _bad(spec, detail: str | None = None) -> ValueError:
+    why = f" ({detail})" if detail else ""
+    return ValueError(f"unknown GPU source {spec!r}{why}; accepted: {', '.join(SPEC_FORMS)}")
 
 
 def open_backend(spec: str | None = None, *, clock: Callable[[], float] = time.time) -> GpuBackend:
@@ -73,7 +74,7 @@ def open_backend(spec: str | None = None, *, clock: Callable[[], float] = time.t
     try:
         nvml = profile(name, clock=clock)
     except ValueError as err:
-        raise _bad(spec) from err
+        raise _bad(spec, _detail(err)) from err
     try:
         return NvmlBackend(nvml, clock=clock, wall=clock, kind=key)
     except BackendUnavailable as err:
@@ -85,7 +86,8 @@ def check_spec(spec: str | None) -> str | None:
     nothing (a command line checks its flag before starting the run).
 
     Raises:
-        ValueError: an unknown form or fake profile, naming the accepted ones.
+        ValueError: an unknown form or fake profile, naming the accepted forms (``SPEC_FORMS``),
+            as ``open_backend`` does.
     """
     if spec is None:
         return None
@@ -95,8 +97,17 @@ def check_spec(spec: str | None) -> str | None:
     kind, _, name = key.partition(":")
     if kind != "fake" or not name:
         raise _bad(spec)
-    profile(name)  # raises ValueError naming the profiles
+    try:
+        profile(name)
+    except ValueError as err:
+        raise _bad(spec, _detail(err)) from err
     return key
+
+
+def _detail(err: ValueError) -> str | None:
+    """What a fake profile's error says beyond "unknown" (a bad GPU count), else None."""
+    text = str(err)
+    return None if text.startswith("unknown fake GPU profile") else text
 
 
 __all__ = [

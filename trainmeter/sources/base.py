@@ -1,7 +1,7 @@
 """The GPU backend seam: static device facts, one sample per device per tick, and the protocol.
 
 A backend is anything with ``devices()``, ``sample()`` and ``close()`` (``GpuBackend``). The
-supervisor's sampler thread calls ``sample()`` once per tick (1-4 Hz) and never sees NVML:
+supervisor's sampler thread calls ``sample()`` once per tick (1-10 Hz) and never sees NVML:
 ``gpu.NvmlBackend`` reads the hardware, ``fake.FakeNvml`` stands in for it, ``NoneBackend``
 says why there is nothing. ``trainmeter.sources.open_backend`` picks one from a spec string.
 

@@ -96,6 +96,7 @@ class FakeGpu:
     gpm: bool
     mig: tuple[FakeMig, ...] = ()
     lost_after: int | None = None  # utilization reads before the GPU is lost
+    mig_capable: bool = True  # A100/H100 are; NVML answers NOT_SUPPORTED on parts that are not
 
 
 H100 = FakeGpu("NVIDIA H100 80GB HBM3", 81559 * MiB, 700.0, 72.0, 1980, 2619, gpm=True)
@@ -298,6 +299,20 @@ class FakeNvml:
         self._enter("nvmlShutdown")
         self.initialized = False
 
+    DRIVER_VERSION = "550.54.15"  # a real R550 driver's version strings (nvidia-smi prints it)
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._enter("nvmlSystemGetDriverVersion")
+        return self.DRIVER_VERSION
+
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        self._enter("nvmlSystemGetNVMLVersion")
+        return f"12.{self.DRIVER_VERSION}"
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self._enter("nvmlSystemGetCudaDriverVersion")
+        return 12040  # CUDA 12.4, as R550 reports
+
     def nvmlDeviceGetCount(self) -> int:
         self._enter("nvmlDeviceGetCount")
         return len(self.gpus)
@@ -321,6 +336,8 @@ class FakeNvml:
 
     def nvmlDeviceGetMigMode(self, h: _Handle) -> list[int]:
         self._enter("nvmlDeviceGetMigMode", h)
+        if not self.gpus[h.gpu].mig_capable:
+            raise FakeNVMLError(NOT_SUPPORTED)
         on = int(bool(self.gpus[h.gpu].mig))
         return [on, on]
 

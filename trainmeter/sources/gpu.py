@@ -13,7 +13,8 @@ lost_after=3, kind="nvml")``
     ``nvml``: the pynvml module, or any object with the same names (``fake.FakeNvml``; tests
     inject one); None loads the real one. ``nvmlInit`` runs once here; failure raises
     ``BackendUnavailable("no NVML: <why>")``. Then ``devices()``, ``sample()``, ``close()`` as
-    in ``base.GpuBackend``; ``sample()`` never raises.
+    in ``base.GpuBackend``; ``sample()`` never raises. ``system()``: driver, NVML and CUDA
+    driver versions and each physical GPU's MIG mode (for ``tm doctor``).
 
 Per tick and device (docs and ../shared/REFERENCE.md "NVML GPM", "Cheap NVML reads"):
 
@@ -110,6 +111,12 @@ def _text(value) -> str | None:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return None if value is None else str(value)
+
+
+def _cuda_version(value) -> str | None:
+    """NVML's CUDA driver version integer (12040) as "12.4" (major * 1000 + minor * 10)."""
+    value = int(value)
+    return None if value <= 0 else f"{value // 1000}.{value % 1000 // 10}"
 
 
 def _procs(raw) -> dict[int, int]:
@@ -231,6 +238,8 @@ class NvmlBackend:
             self._shutdown()
             raise BackendUnavailable(f"NVML could not count GPUs: {self.why(err)}") from err
         self._devices: list[_Device] = []
+        self._gpu_count = count
+        self._mig_modes: dict[int, str] = {}  # physical GPU index: "on", "off", "not supported"
         for gpu_index in range(count):
             self._devices.extend(self._open_gpu(gpu_index))
         if not self._devices:
@@ -288,8 +297,12 @@ class NvmlBackend:
             mig_on = int(nv.nvmlDeviceGetMigMode(handle)[0]) == getattr(
                 nv, "NVML_DEVICE_MIG_ENABLE", 1
             )
-        except Exception:
-            pass  # not a MIG-capable GPU (NOT_SUPPORTED) or an old binding
+            self._mig_modes[gpu_index] = "on" if mig_on else "off"
+        except Exception as err:  # not a MIG-capable GPU (NOT_SUPPORTED) or an old binding
+            code = self.code(err)
+            self._mig_modes[gpu_index] = (
+                "not supported" if code == self.NOT_SUPPORTED else f"unknown: {self.why(err)}"
+            )
         gpm, gpm_reason = self._gpm_support(handle)
         if not mig_on:
             info = self._facts(handle, index, gpu_index, gpm, gpm_reason)
@@ -525,6 +538,39 @@ class NvmlBackend:
         for name in fields:
             if getattr(r.s, name) is None:
                 r.s.missing.setdefault(name, "NVML GPM returned no value for this metric")
+
+    # --- the node, for tm doctor ------------------------------------------------------------
+
+    def system(self) -> dict:
+        """What NVML says about the node (``tm doctor``); never raises.
+
+        Keys: ``driver_version`` ("550.54.15"), ``nvml_version`` ("12.550.54.15"),
+        ``cuda_driver_version`` (the CUDA version the driver supports, "12.4", from
+        ``nvmlSystemGetCudaDriverVersion``'s 12040), ``gpu_count`` (physical GPUs NVML counted),
+        ``mig_modes`` ({physical GPU index: "on", "off", "not supported" or "unknown: why"}),
+        ``missing`` ({key: reason} for a version NVML could not give).
+        """
+        out: dict = {"gpu_count": self._gpu_count, "mig_modes": dict(self._mig_modes)}
+        missing: dict[str, str] = {}
+        reads = (
+            ("driver_version", "nvmlSystemGetDriverVersion", _text),
+            ("nvml_version", "nvmlSystemGetNVMLVersion", _text),
+            ("cuda_driver_version", "nvmlSystemGetCudaDriverVersion", _cuda_version),
+        )
+        for key, fn_name, convert in reads:
+            out[key] = None
+            fn = getattr(self.nvml, fn_name, None)
+            if self._closed:
+                missing[key] = "the GPU sampler is closed"
+            elif fn is None:
+                missing[key] = f"this nvidia-ml-py has no {fn_name}"
+            else:
+                try:
+                    out[key] = convert(fn())
+                except Exception as err:
+                    missing[key] = self.why(err)
+        out["missing"] = missing
+        return out
 
     # --- close ----------------------------------------------------------------------------
 

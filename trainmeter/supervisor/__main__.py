@@ -1,8 +1,11 @@
 """The notebook's supervisor process: ``python -m trainmeter.supervisor --socket P --parent PID``.
 
 Started by ``%load_ext trainmeter`` as its own process (not a kernel thread), so a kernel
-crash cannot take the run log with it. It serves the socket, writes the run log, and exits
-within ``PARENT_POLL_S`` seconds of its kernel's death after closing the log properly.
+crash cannot take the run log with it. It serves the socket, writes the run log, samples the
+GPUs and the host while a ``%%trainmeter`` cell runs (``trainmeter.supervisor.sampler``; the
+backend from ``$TRAINMETER_GPU_BACKEND``, default NVML when it loads, the rate from
+``$TRAINMETER_SAMPLE_HZ``, default 1), and exits within ``PARENT_POLL_S`` seconds of its
+kernel's death after closing the log properly.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import threading
 
 from trainmeter.supervisor.ingest import Server
 from trainmeter.supervisor.live import Live
+from trainmeter.supervisor.sampler import DEFAULT_HZ, MAX_HZ, MIN_HZ, Sampler
 
 PARENT_POLL_S = 0.5
+ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"  # same variable as tm's --gpu-backend default
+ENV_SAMPLE_HZ = "TRAINMETER_SAMPLE_HZ"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,16 +39,44 @@ def main(argv: list[str] | None = None) -> int:
     server.serve_in_thread()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
+    sampler = _sampler(live, args.parent)
     while not stop.wait(PARENT_POLL_S):
         if not _alive(args.parent):
+            sampler.stop()
             live.close_run("error")  # the kernel died: close the log so it replays
             break
+    sampler.stop()
     live.close_run("ok")
     live.shutdown()
     server.shutdown()
     server.server_close()
     shutil.rmtree(os.path.dirname(args.socket), ignore_errors=True)
     return 0
+
+
+def _sampler(live: Live, kernel: int) -> Sampler:
+    """Sample while a cell runs (``live.segment_open``). A backend that cannot open (a bad
+    ``$TRAINMETER_GPU_BACKEND``, an explicit ``nvml`` without NVML) becomes "no GPU counters"
+    with its reason, shown in every run's notes: no run is open yet to take a note now."""
+    from trainmeter.sources import HostSource, NoneBackend, check_spec, open_backend
+
+    spec = os.environ.get(ENV_GPU_BACKEND) or None
+    try:
+        backend = open_backend(check_spec(spec))
+    except Exception as exc:
+        backend = NoneBackend(f"${ENV_GPU_BACKEND}={spec}: {exc}")
+    try:
+        hz = float(os.environ.get(ENV_SAMPLE_HZ) or DEFAULT_HZ)
+    except ValueError:
+        hz = DEFAULT_HZ
+    if not MIN_HZ <= hz <= MAX_HZ:
+        hz = DEFAULT_HZ
+
+    def pids():
+        return [kernel, *live.agent_pids()]
+
+    return Sampler(live, backend, HostSource(), hz=hz, pids=pids,
+                   active=lambda: live.segment_open).start()  # fmt: skip
 
 
 def _commands(live: Live, stop: threading.Event) -> dict:

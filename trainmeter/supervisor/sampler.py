@@ -38,6 +38,9 @@ class Sampler:
         hz: samples per second, 1 to 10.
         pids: returns the training processes' pids (RSS and per-process GPU memory).
         clock: wall-clock seconds (records' ``t``).
+        active: returns whether to sample now (the notebook's supervisor: only while a cell
+            runs); None: whenever a run is open. The first sample after a pause carries
+            ``resume: true``, so the energy used while nothing trained is not counted.
     Raises:
         ValueError: ``hz`` outside 1..10.
     """
@@ -51,16 +54,18 @@ class Sampler:
         hz: float = DEFAULT_HZ,
         pids: Callable[[], Iterable[int]] = tuple,
         clock: Callable[[], float] = time.time,
+        active: Callable[[], bool] | None = None,
     ) -> None:
         if not MIN_HZ <= hz <= MAX_HZ:
             raise ValueError(f"sampling rate must be {MIN_HZ:g} to {MAX_HZ:g} Hz, got {hz:g}")
         self.live, self.backend, self.host = live, backend, host
         self.period = 1.0 / hz
-        self.pids, self.clock = pids, clock
+        self.pids, self.clock, self.active = pids, clock, active
+        self._paused = False  # a tick found the sampler inactive since the last sample
         self._stop = threading.Event()
         self._run_id: str | None = None  # the run the device facts were written for
         self._devices: list[dict] | None = None
-        self._missing: dict[int, dict] = {}  # last `missing` sent per device (sent on change)
+        self._missing: dict[int, dict] = {}  # last `missing` logged per device (sent on change)
         self._thread = threading.Thread(target=self._loop, name="trainmeter-sampler", daemon=True)
 
     def start(self) -> Sampler:
@@ -87,15 +92,28 @@ class Sampler:
             self.live.note(f"hardware sampling stopped: {type(exc).__name__}: {exc}")
 
     def tick(self) -> bool:
-        """Take one reading and ingest it; False when no run is open (nothing written)."""
-        if self.live.run_id is None:
+        """Take one reading and ingest it; False when no run is open or the sampler is not
+        active (nothing written)."""
+        run_id = self.live.run_id
+        if run_id is None:
             return False
-        recs = []
-        if self.live.run_id != self._run_id:  # a new run: its log starts with the device facts
-            self._run_id, self._missing = self.live.run_id, {}
-            recs.append(self._devices_record())
-        recs.append(self._sample_record())
-        return self.live.ingest(recs)
+        if self.active is not None and not self.active():
+            self._paused = True
+            return False
+        new_run = run_id != self._run_id
+        recs = [self._devices_record()] if new_run else []
+        missing = {} if new_run else dict(self._missing)
+        rec = self._sample_record(missing)
+        if self._paused and not new_run:
+            rec["resume"] = True
+        with self.live.cond:  # the cell may have ended, or a run begun, while NVML was read
+            if self.live.run_id != run_id or (self.active is not None and not self.active()):
+                self._paused = self._paused or self.live.run_id == run_id
+                return False
+            written = self.live.ingest([*recs, rec])
+        if written:  # commit only what reached the log
+            self._run_id, self._missing, self._paused = run_id, missing, False
+        return written
 
     def _devices_record(self) -> dict[str, Any]:
         if self._devices is None:
@@ -105,32 +123,36 @@ class Sampler:
         return records.make("gpu_devices", self.clock(), backend=str(kind), devices=self._devices,
                             reason=reason)  # fmt: skip
 
-    def _sample_record(self) -> dict[str, Any]:
+    def _sample_record(self, missing: dict[int, dict]) -> dict[str, Any]:
         pids = list(self.pids())
-        gpus = [self._compact(s.as_dict()) for s in self.backend.sample()]
+        gpus = [self._compact(s.as_dict(), missing) for s in self.backend.sample()]
         host = self.host.sample(pids).as_dict() if self.host is not None else None
         if host is not None:
             host.pop("rss_by_pid", None)  # the sum is what the dashboard shows
         return records.make("gpu", self.clock(), gpus=gpus, host=host)
 
-    def _compact(self, sample: dict[str, Any]) -> dict[str, Any]:
-        """Drop None fields, and ``missing`` when it did not change (core/hardware.py keeps it):
-        an 8-GPU node then writes a few hundred bytes per GPU per tick."""
+    @staticmethod
+    def _compact(sample: dict[str, Any], sent: dict[int, dict]) -> dict[str, Any]:
+        """Drop None fields, and ``missing`` when it equals ``sent[index]`` (what the log last
+        got for this device; updated here; core/hardware.py carries it): an 8-GPU node then
+        writes a few hundred bytes per GPU per tick."""
         i = sample.get("index")
         missing = sample.pop("missing", None) or {}
         out = {k: v for k, v in sample.items() if v is not None}
-        if self._missing.get(i) != missing:
-            self._missing[i] = missing
+        if sent.get(i) != missing:
+            sent[i] = missing
             out["missing"] = missing
         if out.get("process_mem_bytes") == {}:
             del out["process_mem_bytes"]
         return out
 
 
-def start_sampler(live, spec: str | None, hz: float, pids: Callable[[], Iterable[int]]):
+def start_sampler(live, spec: str | None, hz: float, pids: Callable[[], Iterable[int]], *,
+                  active: Callable[[], bool] | None = None):  # fmt: skip
     """Open the GPU backend ``spec`` and the host source and start sampling into ``live``;
     returns the :class:`Sampler`, or None after a note when the backend cannot open (an
-    explicit ``nvml`` on a machine without it): the run goes on without counters."""
+    explicit ``nvml`` on a machine without it): the run goes on without counters. ``active``:
+    as in :class:`Sampler`."""
     from trainmeter.sources import HostSource, open_backend
 
     try:
@@ -138,4 +160,4 @@ def start_sampler(live, spec: str | None, hz: float, pids: Callable[[], Iterable
     except Exception as exc:
         live.note(f"no GPU counters: {exc}")
         return None
-    return Sampler(live, backend, HostSource(), hz=hz, pids=pids).start()
+    return Sampler(live, backend, HostSource(), hz=hz, pids=pids, active=active).start()
