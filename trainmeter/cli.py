@@ -21,7 +21,7 @@ from pathlib import Path
 
 from trainmeter._version import __version__
 from trainmeter.core import flops, peaks
-from trainmeter.core.units import format_duration, parse_count, parse_flops
+from trainmeter.core.units import format_duration, parse_count, parse_flops, parse_flops_budget
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
 SUBCOMMANDS = ("replay", "ls", "peaks", "doctor")
@@ -155,22 +155,12 @@ def _run_opts(args) -> dict:
     budget = args.budget_tokens
     return {
         "budget_tokens": parse_count(budget, positive=True) if budget else None,
-        "budget_flops": _budget_flops(args.budget_flops) if args.budget_flops else None,
+        "budget_flops": parse_flops_budget(args.budget_flops) if args.budget_flops else None,
         "convention": args.convention,
         "peak_flops": parse_flops(args.peak) if args.peak else None,
         "device": args.device,
         "dtype": args.dtype,
     }  # fmt: skip
-
-
-def _budget_flops(text: str) -> float:
-    """A FLOPs budget (``--budget-flops``): read like a peak (``parse_flops``), in FLOPs."""
-    try:
-        return parse_flops(text)
-    except ValueError:
-        raise ValueError(f"cannot read --budget-flops {text!r} as a FLOPs count; use a number "
-                         "of FLOPs (at least 1e9) with an optional K/M/G/T/P prefix: 1e18, "
-                         "250P, 3e21 FLOPs") from None  # fmt: skip
 
 
 def _default_name(cmd: list[str]) -> str:

@@ -39,20 +39,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from trainmeter.core.metrics import check_number as _check
 from trainmeter.core.peaks import match_device, resolve_peak
-
-
-def _check(name: str, value: float | None, *, upper: float | None = None) -> None:
-    """ValueError unless ``value`` is None or a finite real number in [0, upper]."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    if upper is not None and value > upper:
-        raise ValueError(f"{name} must be <= {upper}, got {value!r}")
-
 
 # --- activities -----------------------------------------------------------------------------
 

@@ -10,14 +10,19 @@ from __future__ import annotations
 import math
 
 
-def _check(name: str, value: float | None) -> None:
-    """ValueError unless ``value`` is None or a finite, non-negative real number."""
+def check_number(name: str, value: float | None, *, upper: float | None = None) -> None:
+    """ValueError unless ``value`` is None or a finite real number in [0, upper]."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, got {value!r}")
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    if upper is not None and value > upper:
+        raise ValueError(f"{name} must be <= {upper}, got {value!r}")
+
+
+_check = check_number
 
 
 def model_flops_per_s(tokens_per_s: float | None, flops_per_token: float | None) -> float | None:

@@ -173,3 +173,19 @@ def format_duration(seconds: float | None) -> str:
 
 
 __all__ = ["format_duration", "format_si", "parse_count", "parse_flops"]
+
+
+def parse_flops_budget(text: str) -> float:
+    """A training FLOPs budget (``--budget-flops``), read like a peak (:func:`parse_flops`).
+
+    Returns:
+        FLOPs (float).
+    Raises:
+        ValueError: not a FLOPs count, with the accepted forms.
+    """
+    try:
+        return parse_flops(text)
+    except ValueError:
+        raise ValueError(f"cannot read --budget-flops {text!r} as a FLOPs count; use a number "
+                         "of FLOPs (at least 1e9) with an optional K/M/G/T/P/E prefix: 1e18, "
+                         "250P, 2.5E, 3e21 FLOPs") from None  # fmt: skip

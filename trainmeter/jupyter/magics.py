@@ -16,7 +16,7 @@ from IPython.display import display
 
 from trainmeter.core import flops, peaks
 from trainmeter.core.summary import summary_line
-from trainmeter.core.units import parse_count, parse_flops
+from trainmeter.core.units import parse_count, parse_flops, parse_flops_budget
 
 
 @magics_class
@@ -128,15 +128,6 @@ def _widget_bridge(s):
         return None
 
 
-def _budget_flops(text: str) -> float:
-    try:
-        return parse_flops(text)
-    except ValueError:
-        raise ValueError(f"cannot read --budget-flops {text!r} as a FLOPs count; use a number "
-                         "of FLOPs (at least 1e9) with an optional K/M/G/T/P prefix: 1e18, "
-                         "250P, 3e21 FLOPs") from None  # fmt: skip
-
-
 def _opts(args) -> dict:
     from IPython.core.error import UsageError
 
@@ -144,7 +135,7 @@ def _opts(args) -> dict:
         return {
             "budget_tokens": parse_count(args.budget_tokens, positive=True)
             if args.budget_tokens else None,
-            "budget_flops": _budget_flops(args.budget_flops) if args.budget_flops else None,
+            "budget_flops": parse_flops_budget(args.budget_flops) if args.budget_flops else None,
             "convention": args.convention,
             "peak_flops": parse_flops(args.peak) if args.peak else None,
             "device": args.device,
