@@ -202,7 +202,12 @@ function createGpuCard(initialTheme) {
       );
       const used = gpuField(gpu, "mem_used_bytes");
       const total = gpuField(gpu, "mem_total_bytes");
-      show(f.memory, used, bytes, total.value !== null ? `of ${bytes(total.value)}` : "");
+      const train = gpuField(gpu, "train_mem_bytes");
+      const memSub = [
+        total.value !== null ? `of ${bytes(total.value)}` : "",
+        train.value !== null ? `· training processes ${bytes(train.value)}` : "",
+      ];
+      show(f.memory, used, bytes, memSub.filter(Boolean).join(" "));
       const limit = gpuField(gpu, "power_limit_w");
       show(f.power, gpuField(gpu, "power_w"), (v) => si(v, "W"), limit.value !== null ? `of ${si(limit.value, "W")} limit` : "");
       const sm = gpuField(gpu, "sm_clock_mhz");

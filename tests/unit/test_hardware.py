@@ -195,3 +195,24 @@ def test_hardware_notes_are_few_and_short_whatever_happens():
     none.on_devices(records.make("gpu_devices", 1.0, backend="none", devices=[],
                                  reason="y" * 5000))  # fmt: skip
     assert len(none.notes()[0]) == 500 and none.notes()[0].endswith("…")
+
+
+# --- per-process GPU memory ------------------------------------------------------------------
+
+
+def test_training_memory_sums_only_the_training_processes_per_gpu():
+    hw = _state(_device(0), _device(1))
+    gib = 2**30
+    # JSON turns pid keys into strings: the supervisor's records carry them that way
+    hw.on_sample(_gpu_rec(101.0, {"index": 0, "process_mem_bytes": {"100": 3 * gib, "999": gib}},
+                          {"index": 1}))  # fmt: skip
+    snap = hw.snapshot("bf16", None, pids=[100, 101])
+    # GPU 0: only pid 100 trains (3 GiB); pid 999 is someone else's process
+    assert snap["gpus"][0]["train_mem_bytes"] == 3 * gib
+    assert snap["units"]["train_mem_bytes"] == "bytes"
+    # GPU 1: NVML gave no per-process list: unknown with a reason, never 0
+    assert snap["gpus"][1]["train_mem_bytes"] is None
+    assert "per-process" in snap["gpus"][1]["missing"]["train_mem_bytes"]
+    none_here = hw.snapshot("bf16", None, pids=[5])
+    assert none_here["gpus"][0]["train_mem_bytes"] is None
+    assert "no training process" in none_here["gpus"][0]["missing"]["train_mem_bytes"]

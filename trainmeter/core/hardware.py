@@ -103,6 +103,20 @@ class HardwareState:
             self.host = host
         return points
 
+    def _train_mem(self, entry: dict[str, Any], pids) -> int | None:
+        """GPU memory of the training processes on this GPU, bytes (None: not reported)."""
+        procs = (self.samples.get(entry["index"]) or {}).get("process_mem_bytes")
+        if not isinstance(procs, dict) or not procs:
+            entry["missing"]["train_mem_bytes"] = "per-process GPU memory not reported by NVML"
+            return None
+        wanted = None if self.fake or pids is None else {str(p) for p in pids}
+        sizes = [v for k, v in procs.items() if (wanted is None or str(k) in wanted)
+                 and isinstance(v, int) and not isinstance(v, bool) and v >= 0]  # fmt: skip
+        if not sizes:
+            entry["missing"]["train_mem_bytes"] = "no training process on this GPU"
+            return None
+        return sum(sizes)
+
     def energy_j(self) -> float | None:
         """Energy of the run's GPUs since the sampler's first reading, J (None: no counter)."""
         values = [m.energy_j for m in self.meters.values() if m.energy_j is not None]
@@ -119,8 +133,15 @@ class HardwareState:
         """GPUs that are not MIG instances."""
         return sum(1 for d in self.devices if not d.get("mig"))
 
-    def snapshot(self, dtype: str | None, declared_peak: float | None) -> dict[str, Any] | None:
-        """The snapshot's ``hardware`` (docs/spec.md); None before the sampler reported."""
+    def snapshot(
+        self, dtype: str | None, declared_peak: float | None, pids=None
+    ) -> dict[str, Any] | None:
+        """The snapshot's ``hardware`` (docs/spec.md); None before the sampler reported.
+
+        ``pids``: the training processes (the agents' pids); each GPU entry's
+        ``train_mem_bytes`` sums their GPU memory where NVML reports it per process (a fake
+        backend's processes all count: its pids are made up).
+        """
         if self.backend is None:
             return None
         energy = {i: m.energy_j for i, m in self.meters.items()}
@@ -132,7 +153,9 @@ class HardwareState:
             declared_peak=declared_peak,
             energy_j=energy,
         )
-        hw["units"] = counters.UNITS
+        for entry in hw["gpus"]:
+            entry["train_mem_bytes"] = self._train_mem(entry, pids)
+        hw["units"] = {**counters.UNITS, "train_mem_bytes": "bytes"}
         hw["backend"] = self.backend
         hw["reason"] = self.reason
         hw["lost"] = sorted(self.lost)
