@@ -6,6 +6,7 @@ tm replay [RUN] [--json]      rebuild a run's final snapshot from its log
 tm ls                         list runs in ./.trainmeter
 tm peaks [NAME] [--json]      the dense peaks table; with NAME, the row an NVML name matches
 tm doctor [--json]            what trainmeter can see on this node, and what to do about gaps
+tm plan MODEL --tokens N --gpu NAME --gpus K   FLOPs, time, GPU-hours, kWh of a planned run
 tm --version
 """
 
@@ -24,7 +25,7 @@ from trainmeter.core import flops, peaks
 from trainmeter.core.units import format_duration, parse_count, parse_flops, parse_flops_budget
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
-SUBCOMMANDS = ("replay", "ls", "peaks", "doctor")
+SUBCOMMANDS = ("replay", "ls", "peaks", "doctor", "plan")
 ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"
 
 
@@ -319,7 +320,13 @@ def _doctor(argv: list[str]) -> int:
     return 0
 
 
-_SUB = {"replay": _replay, "ls": _ls, "peaks": _peaks, "doctor": _doctor}
+def _plan(argv: list[str]) -> int:
+    from trainmeter.plan_cli import main as plan_main
+
+    return plan_main(argv)
+
+
+_SUB = {"replay": _replay, "ls": _ls, "peaks": _peaks, "doctor": _doctor, "plan": _plan}
 
 if __name__ == "__main__":
     sys.exit(main())

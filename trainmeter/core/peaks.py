@@ -22,6 +22,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Mapping
@@ -624,6 +625,96 @@ def match_device(name: str | None) -> DeviceRow | None:
     return None
 
 
+# Short names a person types for a GPU (``tm plan --gpu``) that the rules of ``gpu_short_names``
+# do not derive from a row's label. Each names exactly one row by its label.
+_GPU_ALIASES: Mapping[str, str] = MappingProxyType(
+    {
+        # NVML "NVIDIA H200" and "NVIDIA H800" are the SXM boards (their rows' citations).
+        "h200": "H200 SXM",
+        "h800": "H800 SXM",
+        # "A100 80GB" / "A800 80GB" as rented by the hour: the SXM board; the PCIe cards are
+        # a100-80gb-pcie, a100-40gb-pcie, a800-80gb-pcie (same BF16 peak, lower board power).
+        "a100-80gb": "A100 80GB SXM",
+        "a100-40gb": "A100 40GB SXM",
+        "a800-80gb": "A800 80GB SXM",
+        # the two GH200 rows differ in GPU memory only; their labels' parentheses do not slug
+        # to a unique short form
+        "gh200-96gb": "GH200 (96 GB HBM3)",
+        "gh200-144gb": "GH200 (144 GB HBM3e)",
+    }
+)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _short_names() -> Mapping[str, DeviceRow]:
+    by_label = {row.label: row for row in _ROWS}
+    names: dict[str, DeviceRow] = {}
+    bare: dict[str, list[DeviceRow]] = {}
+    for row in _ROWS:
+        names[_slug(row.label)] = row
+        bare.setdefault(_slug(re.sub(r"\(.*?\)", " ", row.label)), []).append(row)
+        if row.kind == "geforce":
+            names[_slug(row.label).removeprefix("geforce-")] = row
+    for name, found in bare.items():
+        if len(found) == 1:
+            names.setdefault(name, found[0])
+    for name, label in _GPU_ALIASES.items():
+        names[name] = by_label[label]
+    return MappingProxyType(names)
+
+
+_SHORT_NAMES = _short_names()
+
+
+def gpu_short_names() -> dict[str, str]:
+    """Every short GPU name ``find_gpu`` accepts, with the row label it stands for.
+
+    Rules (input is compared after ``slug``: lower case, each run of other characters than
+    a-z and 0-9 made one "-", so "H100 SXM", "h100_sxm" and "h100-sxm" are the same):
+    the row's label ("H100 SXM" -> "h100-sxm", "A100 80GB PCIe" -> "a100-80gb-pcie"); the
+    label without its parenthesised part when no other row shares it ("B200 (HGX)" -> "b200";
+    not "gh200", which two rows share); a GeForce label without "geforce-" ("rtx-4090"); and
+    the aliases of ``_GPU_ALIASES`` ("h200" -> H200 SXM, "a100-80gb" -> A100 80GB SXM, ...).
+    Returns: ``{short name: row label}`` in table order of the rows. Source: this table.
+    """
+    order = {row.label: i for i, row in enumerate(_ROWS)}
+    pairs = sorted(_SHORT_NAMES.items(), key=lambda kv: (order[kv[1].label], kv[0]))
+    return {name: row.label for name, row in pairs}
+
+
+def close_gpu_names(name: str, n: int = 3) -> list[str]:
+    """Short names (``gpu_short_names``) a person may have meant by an unknown ``name``.
+
+    Rule: the short names that extend it by a suffix ("h100" -> "h100-sxm", "h100-pcie",
+    "h100-nvl"; "gh200" -> "gh200-96gb", ...), all of them; else up to ``n`` look-alikes by
+    ``difflib.get_close_matches`` (cutoff 0.75). For an error message only: never used as a match.
+    """
+    key = _slug(name).removeprefix("nvidia-") if isinstance(name, str) else ""
+    if not key:
+        return []
+    extending = [s for s in gpu_short_names() if s.startswith(key + "-")]
+    return extending or difflib.get_close_matches(key, list(_SHORT_NAMES), n=n, cutoff=0.75)
+
+
+def find_gpu(name: str | None) -> DeviceRow | None:
+    """The table row for a GPU as a person names it: NVML name, row label or short name.
+
+    Input: "NVIDIA H100 80GB HBM3" (an NVML name, matched as ``match_device`` does), "H100 SXM"
+    (a row label, any case), or a short name of ``gpu_short_names`` ("h100-sxm", "a100-80gb",
+    "h200", "b200", "rtx-4090"; a leading "nvidia" is ignored).
+    Returns None for an unknown or ambiguous name ("h100": SXM, PCIe or NVL? "gh200"; "a10g"):
+    never a guessed row. Raises: nothing.
+    """
+    row = match_device(name)
+    if row is not None or not isinstance(name, str):
+        return row
+    key = _slug(name)
+    return _SHORT_NAMES.get(key) or _SHORT_NAMES.get(key.removeprefix("nvidia-"))
+
+
 def resolve_peak(
     device: str | None, dtype: str | None, declared_flops: float | None = None
 ) -> ResolvedPeak | None:
@@ -666,6 +757,9 @@ __all__ = [
     "KINDS",
     "DeviceRow",
     "ResolvedPeak",
+    "close_gpu_names",
+    "find_gpu",
+    "gpu_short_names",
     "match_device",
     "normalize_dtype",
     "resolve_peak",

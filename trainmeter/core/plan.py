@@ -1,8 +1,9 @@
-"""Planning: the throughput and time a run would have at an assumed MFU.
+"""Planning: the throughput, time, GPU-hours, energy and cost a run would have at an assumed MFU.
 
-The start of the planning module (a later issue builds ``tm plan`` on it). Everything here is a
-pure function of its inputs; the snapshot's ``plan`` key uses :func:`plan` (docs/spec.md
-"Snapshot keys for the dashboard (issue 3)"). Standard library only.
+Everything here is a pure function of its inputs. The snapshot's ``plan`` key uses :func:`plan`
+(docs/spec.md "Snapshot keys for the dashboard (issue 3)"); ``tm plan`` and Python callers use
+:func:`plan_run`, which calls the same :func:`plan` once per FLOPs convention (docs/spec.md
+"Planning a run (`tm plan`)"). Standard library only.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from trainmeter.core import metrics
+from trainmeter.core import flops, metrics, peaks
 
 DEFAULT_PLAN_MFU = 0.40
 """The MFU a plan assumes unless one is declared (a fraction).
@@ -105,4 +106,195 @@ def plan(
     return Plan(float(mfu), rate, metrics.eta_s(done_tokens, budget_tokens, rate), source)
 
 
-__all__ = ["DEFAULT_PLAN_MFU", "Plan", "plan", "planned_tokens_per_s"]
+JOULES_PER_KWH = 3.6e6
+"""Joules in one kilowatt-hour (1000 W x 3600 s), by definition of the kWh."""
+
+
+class PlanError(ValueError):
+    """Inputs a run cannot be planned with; the message is one line naming the problem."""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A training run planned before it starts (``tm plan``; docs/spec.md "Planning a run").
+
+    Every ``dict`` attribute is keyed by FLOPs convention in ``flops.CONVENTIONS`` order (``hf``,
+    ``megatron``, ``titan``, ``embeddings``); ``convention`` names the default one that a
+    printer shows first. A figure is None where its convention has no FLOPs per token.
+    Treat the dicts as read-only.
+
+    Attributes:
+        params: all unique parameters (count).
+        params_without_embeddings: ``params - embedding_params`` (count), Hugging Face's
+            ``num_parameters(exclude_embeddings=True)``.
+        embedding_params: weights of every embedding table (count).
+        tokens: the token budget (tokens).
+        convention: the default convention (``flops.DEFAULT_CONVENTION``).
+        flops_per_token: training FLOPs per token (FLOP/token), ``flops.flops_per_token``.
+        training_flops: ``flops_per_token * tokens`` (FLOP).
+        gpu: the device's peaks-table label, or the name as given with a declared peak.
+        dtype: the dtype the peak is for (a name in ``peaks.DTYPES``, or as declared).
+        peak_flops: dense peak of one device (FLOP/s).
+        peak_source: "table" (peaks table) or "declared" (``--peak``).
+        gpus: devices (count).
+        mfu: the assumed MFU (fraction), read under each convention in turn.
+        mfu_source: "default" (``DEFAULT_PLAN_MFU``) or "declared".
+        tokens_per_s: ``plan().tokens_per_s``, all devices (tokens/s).
+        wall_s: ``plan().eta_s`` for the whole budget (s).
+        gpu_hours: ``gpus * wall_s / 3600`` (GPU-hours).
+        board_power_w: board power of one device (W, the table's TDP); None when unknown.
+        energy_kwh: ``gpus * board_power_w * wall_s / 3.6e6`` (kWh); None without a board power.
+        price_per_gpu_hour: the price given (currency per GPU-hour), or None.
+        cost: ``price_per_gpu_hour * gpu_hours`` (currency); None without a price.
+    """
+
+    params: int
+    params_without_embeddings: int
+    embedding_params: int
+    tokens: int
+    convention: str
+    flops_per_token: dict[str, float | None]
+    training_flops: dict[str, float | None]
+    gpu: str
+    dtype: str
+    peak_flops: float
+    peak_source: str
+    gpus: int
+    mfu: float
+    mfu_source: str
+    tokens_per_s: dict[str, float | None]
+    wall_s: dict[str, float | None]
+    gpu_hours: dict[str, float | None]
+    board_power_w: float | None
+    energy_kwh: dict[str, float | None]
+    price_per_gpu_hour: float | None
+    cost: dict[str, float | None] | None
+
+    def as_dict(self) -> dict:
+        """Every attribute under its own name, as plain JSON-ready data."""
+        return asdict(self)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _resolve_gpu(
+    gpu: str | None, dtype: str, peak_flops: float | None
+) -> tuple[peaks.ResolvedPeak, float | None]:
+    row = peaks.find_gpu(gpu) if gpu else None
+    if peak_flops is not None:
+        if not _number(peak_flops) or peak_flops <= 0:
+            raise PlanError(f"the declared peak must be a finite FLOP/s > 0, got {peak_flops!r}")
+        device = row.label if row is not None else (gpu or "declared")
+        resolved = peaks.resolve_peak(device, dtype, float(peak_flops))
+        return resolved, None if row is None else row.tdp_w
+    if not gpu:
+        raise PlanError("no GPU: name one (--gpu h100-sxm) or declare its peak (--peak 989.5T)")
+    if row is None:
+        raise PlanError(
+            f"unknown GPU {gpu!r}: not in the peaks table (tm peaks lists it); pass --peak "
+            "with its dense FLOP/s"
+        )
+    name = peaks.normalize_dtype(dtype)
+    flops_per_s = row.peak_flops(name) if name else None
+    if flops_per_s is None:
+        raise PlanError(
+            f"{row.label} has no dense {dtype} rate in the peaks table; pass --peak or another "
+            "--dtype"
+        )
+    return peaks.ResolvedPeak(flops_per_s, name, row.label, "table", row.citation,
+                              row.verified), row.tdp_w  # fmt: skip
+
+
+def plan_run(
+    shape: flops.ModelShape,
+    tokens: int,
+    gpu: str | None = None,
+    gpus: int = 1,
+    *,
+    mfu: float | None = None,
+    price: float | None = None,
+    dtype: str = "bf16",
+    peak_flops: float | None = None,
+    convention: str = flops.DEFAULT_CONVENTION,
+) -> RunPlan:
+    """Plan a training run: FLOPs, time, GPU-hours, energy and cost under every convention.
+
+    Inputs: ``shape`` (a ``flops.ModelShape``, e.g. ``presets.preset("llama3-8b").arch.shape()``);
+    ``tokens`` (token budget, int > 0); ``gpu`` (a GPU as ``peaks.find_gpu`` takes it:
+    "h100-sxm", "H100 SXM", "NVIDIA H100 80GB HBM3"); ``gpus`` (devices, int >= 1); ``mfu``
+    (fraction in (0, 1]; None assumes ``DEFAULT_PLAN_MFU``); ``price`` (per GPU-hour, >= 0;
+    None for no cost); ``dtype`` (the peak's dtype, default "bf16"); ``peak_flops`` (a declared
+    dense peak of one device in FLOP/s, replacing the table's; with it ``gpu`` may be unknown
+    or None); ``convention`` (the default one, first when printed).
+    Formulas, per convention c: ``training_flops = flops_per_token[c] * tokens`` (FLOP);
+    ``tokens_per_s`` and ``wall_s`` from :func:`plan` (``mfu * peak * gpus / flops_per_token``,
+    then ``tokens / tokens_per_s``: the MFU definition, PaLM appendix B, solved for time);
+    ``gpu_hours = gpus * wall_s / 3600``; ``energy_kwh = gpus * board_power_w * wall_s /
+    3.6e6`` at the table's board power (TDP); ``cost = price * gpu_hours``.
+    Leaves out: evals, checkpoints, restarts and data stalls (as :func:`plan`); energy of
+    CPUs, network and cooling, and GPUs drawing less than their TDP.
+    Raises: PlanError (a ValueError) for a token budget <= 0, no GPU and no peak, an unknown
+    GPU without ``peak_flops``, a dtype the GPU has no rate for, ``gpus`` < 1, an MFU outside
+    (0, 1], a negative or non-finite price; ValueError for an unknown convention.
+    """
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+        raise PlanError(f"the token budget must be a whole number of tokens > 0, got {tokens!r}")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise PlanError(f"the GPU count must be a whole number >= 1, got {gpus!r}")
+    if mfu is not None and (not _number(mfu) or not 0 < mfu <= 1):
+        raise PlanError(f"the MFU must be a fraction in (0, 1] (0.40 for 40 %), got {mfu!r}")
+    if price is not None and (not _number(price) or price < 0):
+        raise PlanError(f"the price per GPU-hour must be a finite number >= 0, got {price!r}")
+    if convention not in flops.CONVENTIONS:
+        flops.flops_per_token(shape, convention)  # raises the listing ValueError
+    peak, board_w = _resolve_gpu(gpu, dtype, peak_flops)
+    per_token = flops.all_conventions(shape)
+    total, rate, wall, hours, energy, cost = {}, {}, {}, {}, {}, {}
+    for name, fpt in per_token.items():
+        p = plan(peak.flops, gpus, fpt, 0, tokens, mfu)
+        total[name] = None if fpt is None else fpt * tokens
+        rate[name] = None if p is None else p.tokens_per_s
+        wall[name] = None if p is None else p.eta_s
+        hours[name] = None if wall[name] is None else gpus * wall[name] / 3600
+        energy[name] = (
+            None if wall[name] is None or board_w is None
+            else gpus * board_w * wall[name] / JOULES_PER_KWH
+        )  # fmt: skip
+        cost[name] = None if hours[name] is None or price is None else price * hours[name]
+    return RunPlan(
+        params=shape.params,
+        params_without_embeddings=shape.params - shape.embedding_params,
+        embedding_params=shape.embedding_params,
+        tokens=tokens,
+        convention=convention,
+        flops_per_token=per_token,
+        training_flops=total,
+        gpu=peak.device,
+        dtype=peak.dtype,
+        peak_flops=peak.flops,
+        peak_source=peak.source,
+        gpus=gpus,
+        mfu=DEFAULT_PLAN_MFU if mfu is None else float(mfu),
+        mfu_source=DEFAULT_PLAN_SOURCE if mfu is None else "declared",
+        tokens_per_s=rate,
+        wall_s=wall,
+        gpu_hours=hours,
+        board_power_w=board_w,
+        energy_kwh=energy,
+        price_per_gpu_hour=None if price is None else float(price),
+        cost=None if price is None else cost,
+    )
+
+
+__all__ = [
+    "DEFAULT_PLAN_MFU",
+    "JOULES_PER_KWH",
+    "Plan",
+    "PlanError",
+    "RunPlan",
+    "plan",
+    "plan_run",
+    "planned_tokens_per_s",
+]
