@@ -44,7 +44,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _run_parser() -> argparse.ArgumentParser:
     usage = ("tm [flags] SCRIPT.py [args] | tm [flags] -- CMD [args] | "
-             "tm {replay,ls,peaks,doctor} ...")  # fmt: skip
+             "tm {replay,ls,peaks,doctor,plan} ...")  # fmt: skip
     p = _Parser(prog="tm", description="Run a training command under trainmeter.", usage=usage)
     p.add_argument("--version", action="version", version=f"trainmeter {__version__}")
     p.add_argument("--name", help="run name (default: the script's name)")
