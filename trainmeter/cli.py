@@ -75,6 +75,23 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``tm`` console script. Returns the exit status.
+
+    A reader that leaves a pipe early (``tm peaks | head``) is not an error worth a traceback:
+    stdout is pointed at /dev/null so the interpreter's last flush stays quiet (the recipe in
+    Python's documentation, "Note on SIGPIPE", signal module).
+    """
+    try:
+        rc = _main(argv)
+        sys.stdout.flush()
+        return rc
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         return _SUB[argv[0]](argv[1:])

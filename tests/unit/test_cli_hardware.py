@@ -216,3 +216,13 @@ def test_doctor_says_what_to_do_about_each_missing_piece(capsys, monkeypatch, tm
 def test_doctor_refuses_a_bad_backend_naming_the_forms(capsys):
     rc, _, err = _tm(capsys, "doctor", "--gpu-backend", "fake:zz")
     assert rc == 2 and all(form in err for form in SPEC_FORMS)
+
+
+def test_a_reader_leaving_the_pipe_early_gets_no_traceback():
+    # `tm peaks | true`: the reader exits at once, so writing the table hits a closed pipe
+    import subprocess
+    import sys
+
+    out = subprocess.run(f"'{sys.executable}' -m trainmeter.cli peaks | true", shell=True,
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr, out.stderr

@@ -2,7 +2,8 @@
 
 ``install()`` is called by the injected ``sitecustomize`` (under ``tm``) or by ``%load_ext``
 (in a notebook kernel). It connects lazily to the supervisor's socket, says hello, and waits
-for the user's code to import torch before attaching any tap.
+for the user's code to import torch (or a tracker: wandb, TensorBoard, MLflow) before
+attaching its tap.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Agent:
         self.armed = armed
         self.step = 0  # optimizer steps of the clock optimizer, in this process
         self.torch_taps = None
+        self.tracker_taps = None  # created when the user's code imports a tracker
         hello = {
             "ctl": "agent", "pid": os.getpid(), "rank": self.rank, "world_size": self.world_size,
             "local_rank": _env_int("LOCAL_RANK", 0), "host": socket.gethostname(),
@@ -80,12 +82,25 @@ class Agent:
         taps.attach()
         self.torch_taps = taps
 
+    def attach_tracker(self, module) -> None:
+        """Wrap the logging calls of wandb, TensorBoard or MLflow, just imported by the user."""
+        if self.tracker_taps is None:
+            from trainmeter.agent.trackers import TrackerTaps
+
+            self.tracker_taps = TrackerTaps(self)
+        self.tracker_taps.attach(module)
+
     def close(self) -> None:
         from trainmeter.agent.importhook import cancel
+        from trainmeter.agent.trackers import MODULES
 
         cancel("torch", self.attach_torch)
+        for name in MODULES:
+            cancel(name, self.attach_tracker)
         if self.torch_taps is not None:
             self.torch_taps.detach()
+        if self.tracker_taps is not None:
+            self.tracker_taps.detach()
         self.sender.close()
 
 
@@ -100,8 +115,12 @@ def install(socket_path: str, armed: bool = True, taps: bool = True) -> Agent | 
         from trainmeter.agent.importhook import when_imported
 
         _agent = Agent(socket_path, armed=armed)
-        if taps:
+        if taps:  # --no-tap: neither torch nor tracker taps, emit() only
+            from trainmeter.agent.trackers import MODULES
+
             when_imported("torch", _agent.attach_torch)
+            for name in MODULES:
+                when_imported(name, _agent.attach_tracker)
         atexit.register(_at_exit)
         os.register_at_fork(after_in_child=_after_fork)
     except Exception as exc:

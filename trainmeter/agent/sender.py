@@ -55,7 +55,9 @@ class Sender:
         """``put_step((t, step, tokens, samples, inputs))``: the cheapest enqueue, for the step
         hook. The sender thread adds ``count_inputs(inputs)`` (the torch taps' metadata count of
         the step's input tensors) and sends a flush's steps as one ``steps`` batch (see
-        ``core.records.decode_wire``), which the supervisor expands into step records."""
+        ``core.records.decode_wire``), which the supervisor expands into step records. A
+        3-tuple ``(kind, start, seconds)`` on the same queue is a time span (``spans.py``),
+        sent as one ``spans`` batch right after the steps."""
         return self.queue.append
 
     def flush(self) -> bool:
@@ -128,12 +130,12 @@ class Sender:
     def _write_queued(self) -> None:
         if not self.queue:
             return
-        steps, chunks = [], []
+        steps, spans, chunks = [], [], []
         pop = self.queue.popleft
         while self.queue:
             item = pop()
-            if type(item) is tuple:  # a step from the hook: batched as columns below
-                steps.append(item)
+            if type(item) is tuple:  # a step (5 fields) or a span (3): batched as columns below
+                (steps if len(item) == 5 else spans).append(item)
                 continue
             try:
                 chunks.append(_line(item))
@@ -144,6 +146,11 @@ class Sender:
             batch = {"v": 1, "k": "steps", "rank": self.rank, "t": t, "step": step,
                      "tokens": tokens, "samples": samples}  # fmt: skip
             chunks.insert(0, _line(batch))
+        if spans:  # after the steps: core.records.decode_wire says why the order matters
+            name, t, dur = zip(*spans, strict=True)
+            batch = {"v": 1, "k": "spans", "rank": self.rank, "name": name, "t": t,
+                     "dur": [round(d, 7) for d in dur]}  # fmt: skip
+            chunks.insert(1 if steps else 0, _line(batch))
         self._connect().sendall(b"".join(chunks))
 
     def _counted(self, item: tuple) -> tuple:

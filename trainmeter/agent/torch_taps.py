@@ -28,6 +28,7 @@ from typing import Any
 
 from trainmeter.agent import guard
 from trainmeter.agent.describe import describe
+from trainmeter.agent.spans import Spans
 
 # Token tensors kept for the sender to count may outlive their step until the next flush
 # (0.1 s); past this many bytes of them in the queue, a step's inputs are counted at once.
@@ -66,6 +67,8 @@ class TorchTaps:
         self._push = agent.sender.put_step
         self._queue = agent.sender.queue
         agent.sender.count_inputs = self._count_inputs
+        # time spans (data waits, checkpoints, eval, warm-up) start and stop with these taps
+        self.spans = Spans(agent, torch, root=lambda: self._root() if self._root else None)
 
     # -- attach / detach --------------------------------------------------------------------
     def attach(self) -> None:
@@ -91,6 +94,7 @@ class TorchTaps:
             mm.register_module_forward_pre_hook(self._g_pre),
             mm.register_module_forward_hook(self._g_post, with_kwargs=True, always_call=True),
         ]
+        self._spans("start", True)
 
     def new_segment(self) -> None:
         """A new %%trainmeter cell: the first optimizer to step in it becomes the clock."""
@@ -101,6 +105,7 @@ class TorchTaps:
             self.rediscover()  # no root yet (or it is gone): discover at this cell's first step
         elif self._patched is None:
             self._wrap_forward(root)
+        self._spans("start", False)
 
     def pause(self) -> None:
         """Between notebook cells: count nothing, hold no tensor or module, add no hook."""
@@ -108,6 +113,7 @@ class TorchTaps:
         self._remove_global()
         self._roots.clear()
         self._forget_counts()
+        self._spans("stop")
 
     def _forget_counts(self) -> None:
         self.inputs = []
@@ -119,6 +125,13 @@ class TorchTaps:
             handle.remove()
         self._unwrap_forward()
         self._remove_global()
+        self._spans("close")
+
+    def _spans(self, method: str, *args) -> None:
+        try:
+            getattr(self.spans, method)(*args)
+        except Exception as exc:  # the spans fail alone: the step clock goes on
+            guard.failed("span taps", exc)
 
     def _wrap_forward(self, root) -> None:
         """Count ``root``'s input tokens from a wrapper on its class's ``forward``.

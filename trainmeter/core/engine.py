@@ -23,6 +23,7 @@ from typing import Any
 
 from trainmeter.core import flops, metrics, peaks, plan
 from trainmeter.core.hardware import HardwareState
+from trainmeter.core.records import SPAN_KINDS
 from trainmeter.core.timeline import DEFAULT_CAP, Timeline
 
 WINDOW_STEPS = 20  # steps in the "recent" throughput window (about a few seconds of a real run)
@@ -38,6 +39,9 @@ MAX_MODEL_FIELDS = 48  # scalar fields kept from a model record (the agent sends
 MAX_KEY = 64  # characters of a model field name
 MAX_COUNT = 2**53  # steps, tokens, samples must be below: JavaScript's exact integers (2**53)
 MAX_ERROR = 2000  # characters of a segment's error text (as the supervisor cuts it)
+STRAGGLER_MARGIN = 0.15  # a rank is slow when its step time exceeds the ranks' median by this
+STRAGGLER_EVALS = 5  # ...at this many consecutive evaluations (rank 0's steps) in a row
+MAX_SPAN_S = 1e9  # seconds of one span at most (a bad record cannot overflow the sums)
 _COUNTED_MAX = 1000  # distinct refused names counted exactly; beyond, "1000+"
 _SHAPE_FIELDS = {f.name for f in fields(flops.ModelShape)}
 _MODEL_FIELDS = (  # the model record's documented fields (docs/spec.md "Run log"), kept first
@@ -86,10 +90,17 @@ class _RankClock:
     steps: int = 0
     last_t: float | None = None  # previous step in this segment (None: none yet)
     recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))
+    mean: float | None = None  # step_time_s() cached until the window moves
+
+    def add(self, dt: float) -> None:
+        self.recent.append(dt)
+        self.mean = None
 
     def step_time_s(self) -> float | None:
         """Mean of the recent timed intervals (s), None before the first timed step."""
-        return math.fsum(self.recent) / len(self.recent) if self.recent else None
+        if self.mean is None and self.recent:
+            self.mean = math.fsum(self.recent) / len(self.recent)
+        return self.mean
 
 
 class Engine:
@@ -117,6 +128,15 @@ class Engine:
         self.last_t: float | None = None
         self.records = 0
         self.hw = HardwareState()  # the sampler's GPU and host readings (issue 4)
+        # time spans (issue 5, docs/spec.md "Time spans"): rank 0's, inside segments
+        self.span_s = dict.fromkeys(SPAN_KINDS, 0.0)  # seconds per kind
+        self.spans_seen = False
+        self.span_inside_s = 0.0  # span time inside timed step intervals (not compute)
+        self.span_pending_s = 0.0  # span time after rank 0's last step, awaiting the next
+        self.seg_first_t: float | None = None  # rank 0's first step in the open segment
+        # stragglers (docs/spec.md "Stragglers"): rank -> consecutive slow evaluations
+        self.slow_evals: dict[int, int] = {}
+        self.stragglers: list[int] | None = None
         # what was past a bound: counted, never kept (the run log has it)
         self.refused_series: set[int] = set()  # hashes of names, at most _COUNTED_MAX
         self.first_refused: str | None = None
@@ -163,6 +183,8 @@ class Engine:
         self.segment_t0 = t
         self.run.update(segment=segment, state="running")
         self.clock.last_t = None  # the gap between cells is not training time
+        self.seg_first_t = None
+        self.span_pending_s = 0.0
         for rc in self.rank_clocks.values():
             rc.last_t = None
 
@@ -209,10 +231,12 @@ class Engine:
             rc = self.rank_clocks[rank] = _RankClock()
         rc.steps += 1
         if rc.last_t is not None and t > rc.last_t:  # timed: previous step in this segment
-            rc.recent.append(t - rc.last_t)
+            rc.add(t - rc.last_t)
         rc.last_t = t
         if rank != 0:
             return
+        if len(self.rank_clocks) > 1:
+            self._check_stragglers()
         c, world = self.clock, self.world
         step, tokens, samples = rec["step"], rec.get("tokens"), rec.get("samples")
         if not 0 <= step < MAX_COUNT:  # validated ints: only the range is left to check
@@ -227,9 +251,13 @@ class Engine:
         c.step = step
         c.tokens += tokens * world
         c.samples += samples * world
-        if c.last_t is not None and t > c.last_t:
+        if c.last_t is None:
+            self.seg_first_t = t
+        elif t > c.last_t:
             dt = t - c.last_t
             c.timed_s += dt
+            self.span_inside_s += self.span_pending_s  # the spans since the previous step
+            self.span_pending_s = 0.0
             c.timed_tokens += tokens * world
             c.push(dt, tokens * world)
             rate = metrics.throughput(c.recent_tokens, c.recent_s)
@@ -238,6 +266,44 @@ class Engine:
         c.last_t = t
         if self.run["state"] == "idle":
             self.run["state"] = "running"
+
+    def _on_span(self, rec: dict) -> None:
+        """Rank 0's spans inside segments, per kind; those that lie inside a timed step
+        interval are kept apart, to be taken out of compute (docs/spec.md "Time spans")."""
+        kind = rec["name"]
+        if rec["rank"] != 0 or self.segment_t0 is None or kind not in self.span_s:
+            return
+        start, dur = rec["t"], min(rec["dur"], MAX_SPAN_S)
+        end = start + dur
+        if start < self.segment_t0:  # begun before the segment: only its part inside counts
+            start, dur = self.segment_t0, max(0.0, end - self.segment_t0)
+        self.spans_seen = True
+        self.span_s[kind] += dur
+        first = self.seg_first_t
+        if kind == "warmup" or first is None or start < first:
+            return  # before the segment's first step: never inside a timed interval
+        last = self.clock.last_t
+        if last is not None and end <= last:
+            self.span_inside_s += dur  # a later step already closed its interval
+        else:
+            self.span_pending_s += dur  # closed by the next step (if any, in this segment)
+
+    def _check_stragglers(self) -> None:
+        """One evaluation (at each of rank 0's steps): a rank whose mean step time exceeds
+        the lower median over ranks by more than ``STRAGGLER_MARGIN`` is slow this time; slow
+        ``STRAGGLER_EVALS`` times in a row, it is a straggler until it is not slow once."""
+        means = [(r, rc.step_time_s()) for r, rc in self.rank_clocks.items()]
+        known = sorted(m for _, m in means if m is not None)
+        if len(known) < 2:
+            return
+        limit = known[(len(known) - 1) // 2] * (1 + STRAGGLER_MARGIN)
+        slow = self.slow_evals
+        for r, m in means:
+            if m is not None and m > limit:
+                slow[r] = slow.get(r, 0) + 1
+            else:
+                slow.pop(r, None)
+        self.stragglers = sorted(r for r, n in slow.items() if n >= STRAGGLER_EVALS)
 
     def _on_series(self, rec: dict) -> None:
         name, value = rec["name"], float(rec["value"])
@@ -258,6 +324,9 @@ class Engine:
             step = self.clock.step
         ema = metrics.ema(prev["ema"] if prev else None, value, EMA_BETA)
         self.series[name] = {"step": step, "value": value, "ema": ema}
+        role = rec.get("role")  # "train_loss" / "val_loss" from the tracker taps' catalog
+        if role in ("train_loss", "val_loss"):
+            self.series[name]["role"] = role
         self.timeline.append(name, step, value)
 
     def _on_gpu_devices(self, rec: dict) -> None:
@@ -348,11 +417,25 @@ class Engine:
             "rank_step_time_s": {
                 str(r): rc.step_time_s() for r, rc in sorted(self.rank_clocks.items())
             },
-            "stragglers": None,  # issue 5
-            "time_split": None,  # issue 5
+            "stragglers": list(self.stragglers) if self.stragglers is not None else None,
+            "time_split": self._time_split(elapsed),
             "energy_j": self.hw.energy_j(),
-            "hardware": self.hw.snapshot(self._dtype(), self.opts.get("peak_flops")),
+            "hardware": self.hw.snapshot(
+                self._dtype(), self.opts.get("peak_flops"), pids=list(self.agents)
+            ),
         }
+
+    def _time_split(self, elapsed: float) -> dict[str, float] | None:
+        """Seconds of the run per bucket (docs/spec.md "Time spans"); null until rank 0's
+        first span (the warm-up span comes with any run's first optimizer step)."""
+        if not self.spans_seen:
+            return None
+        s = self.span_s
+        compute = max(0.0, self.clock.timed_s - self.span_inside_s)
+        busy = compute + s["data"] + s["checkpoint"] + s["eval"]
+        return {"compute": compute, "data": s["data"], "checkpoint": s["checkpoint"],
+                "eval": s["eval"], "other": max(0.0, elapsed - busy),
+                "warmup": s["warmup"]}  # fmt: skip
 
     def _budget_tokens(self, budget_flops: float | None, fpt: float | None) -> float | None:
         """The declared token budget; else ``budget_flops / fpt`` (FLOP over FLOP/token under

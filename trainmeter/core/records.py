@@ -34,6 +34,9 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     "model": {"params": (int,), "embedding_params": (int,), "token_embedding_params": (int,)},
     # one optimizer step finished on a rank; tokens/samples seen since the previous step
     "step": {"step": (int,), "rank": (int,), "tokens": _OPT_INT, "samples": _OPT_INT},
+    # a time span on a rank (agent/spans.py): `name` its kind (SPAN_KINDS; others are kept, not
+    # used), `t` its start, `dur` its own seconds (less the spans inside it)
+    "span": {"name": (str,), "dur": _NUM, "rank": (int,)},
     # a named scalar series point (emit() or a tracker tap)
     "series": {"name": (str,), "value": _NUM, "step": _OPT_INT},
     # a %%trainmeter cell (or a tm run) began / ended a segment of the run
@@ -48,6 +51,9 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     # supervisor sampler: one reading of every GPU and of the host (core/hardware.py)
     "gpu": {"gpus": (list,), "host": (dict, type(None))},
 }
+
+SPAN_KINDS = ("data", "checkpoint", "eval", "warmup")
+MAX_SPAN_KIND = 32  # characters of a span kind
 
 RUN_STATES = ("running", "finished", "failed", "interrupted", "idle")
 SEGMENT_STATUSES = ("ok", "error", "interrupted")
@@ -100,6 +106,10 @@ def validate(rec: Any) -> dict[str, Any]:
             raise RecordError(f"{kind}: field {name!r} has type {type(rec[name]).__name__}")
     if kind == "series" and not _finite(rec["value"]):
         raise RecordError(f"series {rec['name']!r}: value must be finite")
+    if kind == "span" and not (_finite(rec["dur"]) and rec["dur"] >= 0):
+        raise RecordError(f"span: 'dur' must be a finite number >= 0, got {rec['dur']!r}")
+    if kind == "span" and len(rec["name"]) > MAX_SPAN_KIND:
+        raise RecordError(f"span: 'name' longer than {MAX_SPAN_KIND} characters")
     return rec
 
 
@@ -113,12 +123,17 @@ def _finite(x: float | int) -> bool:
 
 
 def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
-    """Parse one line from an agent: a record, or a ``steps`` batch expanded to step records.
+    """Parse one line from an agent: a record, or a ``steps`` or ``spans`` batch expanded to
+    ``step`` or ``span`` records.
 
     A ``steps`` batch (wire only, never in the run log) carries the steps one agent flush
     collected as columns: ``{"v", "k": "steps", "rank", "t": [...], "step": [...],
     "tokens": [...], "samples": [...]}``; encoding columns costs the training process far
-    less than one JSON object per step (docs/performance.md).
+    less than one JSON object per step (docs/performance.md). A ``spans`` batch is the same for
+    time spans: ``{"v", "k": "spans", "rank", "name": [...], "t": [...], "dur": [...]}``. An
+    agent sends a flush's ``spans`` batch right after its ``steps`` batch, so every step that
+    was queued before a span's end has reached the engine when the span does (the engine's
+    ``time_split`` relies on it, docs/spec.md "Time spans").
 
     Raises:
         RecordError: invalid JSON, an invalid record, or ragged columns.
@@ -127,6 +142,8 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
         rec = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RecordError(f"not JSON: {exc}") from None
+    if isinstance(rec, dict) and rec.get("k") == "spans":
+        return _spans(rec)
     if not isinstance(rec, dict) or rec.get("k") != "steps":
         return [validate(rec)]
     cols = [rec.get(c) for c in ("t", "step", "tokens", "samples")]
@@ -140,6 +157,17 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
         step = {"v": rec.get("v"), "k": "step", "t": t, "step": n, "rank": rank}
         out.append(validate({**step, "tokens": tok or None, "samples": smp or None}))
     return out
+
+
+def _spans(rec: dict) -> list[dict[str, Any]]:
+    cols = [rec.get(c) for c in ("name", "t", "dur")]
+    if not all(isinstance(c, list) for c in cols) or len({len(c) for c in cols}) != 1:
+        raise RecordError("spans batch: 'name', 't', 'dur' must be equal-length lists")
+    rank, v = rec.get("rank", 0), rec.get("v")
+    return [
+        validate({"v": v, "k": "span", "t": t, "name": name, "dur": dur, "rank": rank})
+        for name, t, dur in zip(*cols, strict=True)
+    ]
 
 
 def _is(value: Any, types: tuple[type, ...]) -> bool:

@@ -1,0 +1,400 @@
+"""Time spans, host-side: data-loader waits, checkpoint saves, evaluation phases, warm-up.
+
+Started and stopped by the torch taps (``TorchTaps.attach``/``rediscover``/``new_segment`` start
+them, ``pause``/``detach`` stop them), so like every tap they exist only once the user's code has
+imported torch. Each span is timed on the host with ``time.perf_counter`` (its duration) and
+``time.time`` (its start, comparable with the step records' stamps); nothing here reads a tensor
+or synchronizes a device (invariant 8), so what a span measures is host time: docs/spec.md
+"Time spans" says what that can and cannot see on an asynchronous GPU.
+
+- ``data``: time inside ``_BaseDataLoaderIter.__next__`` (every DataLoader iterator), wrapped at
+  class level: one wrapper call per batch, about 1 us (docs/performance.md).
+- ``checkpoint``: time inside ``torch.save``, ``safetensors.torch.save_file`` and
+  ``torch.distributed.checkpoint.save`` / ``save_state_dict`` / ``async_save`` (the last two
+  modules wrapped when the user's code imports them).
+- ``eval``: from ``model.eval()`` on the root model to its next ``model.train()``; a phase
+  during which the optimizer steps is training in eval mode, and is dropped.
+- ``warmup``: from the first forward pass with gradients enabled to the first optimizer step
+  (the first step's compile, allocator warm-up, first batch).
+
+Spans nest: a data wait inside an evaluation phase counts as data, and the phase's own span is
+its time less the spans inside it, so every second lands in one bucket (the innermost).
+Only the training thread is timed (the main thread until the first optimizer step, then the
+thread that made it): a background thread that prefetches or saves overlaps training and is not
+time the loop waited.
+
+Each finished span is queued as a bare tuple ``(kind, start, seconds)`` (one ``deque.append``);
+the sender thread sends a flush's spans as one ``spans`` column batch beside the ``steps``
+batch (``core.records.decode_wire`` expands it into ``span`` records). Every entry point is
+guarded (invariant 1): an internal failure prints one line, sends one note, and turns that
+span kind off for the rest of the process.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import time
+
+from trainmeter.agent import guard
+
+KINDS = ("data", "checkpoint", "eval", "warmup")
+ENTRY = {  # span kind -> the entry point's name in warnings (guard.failed)
+    "data": "data-loader span",
+    "checkpoint": "checkpoint span",
+    "eval": "eval span",
+    "warmup": "warm-up span",
+}
+# modules imported later by the user's code: (module, function names wrapped as checkpoints)
+OPTIONAL = (
+    ("safetensors.torch", ("save_file",)),
+    ("torch.distributed.checkpoint", ("save", "save_state_dict", "async_save")),
+)
+_wall, _perf, _ident = time.time, time.perf_counter, threading.get_ident
+
+
+class Spans:
+    """The span taps of one agent.
+
+    Args:
+        agent: the agent (``armed``, ``sender.queue``; ``put`` for a note when a tap fails).
+        torch: the imported torch module.
+        root: returns the root model once the torch taps know it, else None.
+    """
+
+    def __init__(self, agent, torch, root=lambda: None) -> None:
+        self.agent = agent
+        self.torch = torch
+        self.root = root
+        self.grad_enabled = torch.is_grad_enabled
+        self.off = dict.fromkeys(KINDS, False)
+        self.active = False
+        self.thread = threading.main_thread().ident  # the training thread (see module doc)
+        self._push = agent.sender.queue.append
+        self._stack: list[list] = []  # open spans, innermost last: [child seconds, kind]
+        self._patches: list[tuple] = []  # (owner, name, original, wrapper, had own)
+        self._waiting: set[str] = set()  # optional modules with an import callback pending
+        self._eval = None  # the open evaluation phase (see _eval_begin)
+        self._warm = None  # (frame, start, perf start) between first forward and first step
+        self._warm_pre = self._warm_step = None  # hook handles
+        self._warm_done = False
+
+    # -- start / stop ---------------------------------------------------------------------------
+    def start(self, new_run: bool = True) -> None:
+        """Wrap the span entry points (a run or a notebook cell began); idempotent."""
+        if new_run:
+            self._drop_open()
+            self._warm_done = False
+            self.thread = threading.main_thread().ident
+        if not self.active:
+            self.active = True
+            torch = self.torch  # the user's torch: its loaded modules are used, never imported
+            dataloader = sys.modules[torch.utils.data.DataLoader.__module__]
+            self._wrap(dataloader._BaseDataLoaderIter, "__next__", self._data_wrapper)
+            self._wrap(torch.nn.Module, "eval", self._eval_wrapper)
+            ser = torch.serialization
+            save = self._wrap(torch, "save", self._call_wrapper)
+            if getattr(ser, "save", None) is getattr(save, "__wrapped__", None):
+                self._wrap(ser, "save", lambda _orig: save)  # the same function, one wrapper
+            self._patch_optional()
+        self._warm_arm()
+
+    def stop(self) -> None:
+        """Unwrap everything and drop open spans (between notebook cells, detach)."""
+        self.active = False
+        self._drop_open()
+        self._remove_warm_hooks()
+        for owner, name, orig, wrapper, had_own in reversed(self._patches):
+            try:
+                # restore only what is still ours; a wrapper that another library wrapped in
+                # turn stays in place, inactive (the wrappers check `active`)
+                if owner.__dict__.get(name) is wrapper:
+                    if had_own:
+                        setattr(owner, name, orig)
+                    else:
+                        delattr(owner, name)
+            except Exception as exc:
+                guard.failed("span taps shutdown", exc)
+        self._patches = []
+
+    def close(self) -> None:
+        """``stop`` and forget pending import callbacks (the agent is uninstalled)."""
+        from trainmeter.agent.importhook import cancel
+
+        self.stop()
+        for name in self._waiting:
+            cancel(name, self._on_import)
+        self._waiting.clear()
+
+    def _wrap(self, owner, name: str, make):
+        orig = getattr(owner, name, None)
+        if orig is None or any(p[0] is owner and p[1] == name for p in self._patches):
+            return None
+        wrapper = make(orig)
+        had_own = name in vars(owner)
+        setattr(owner, name, wrapper)
+        self._patches.append((owner, name, orig, wrapper, had_own))
+        return wrapper
+
+    def _patch_optional(self) -> None:
+        """Wrap the optional savers whose modules are loaded; wait for the others."""
+        from trainmeter.agent.importhook import when_imported
+
+        for name, _funcs in OPTIONAL:
+            module = sys.modules.get(name)
+            if module is None:
+                if name not in self._waiting:
+                    self._waiting.add(name)
+                    when_imported(name, self._on_import)
+            elif not _initializing(module):
+                self._wrap_savers(module)
+            # else its body is still running (its import started torch's): wrapped at the
+            # first optimizer step, when _patch_optional runs again
+
+    def _on_import(self, module) -> None:
+        """The import hook's callback: ``module``'s body has run."""
+        self._waiting.discard(module.__name__)
+        if self.active:
+            self._wrap_savers(module)
+
+    def _wrap_savers(self, module) -> None:
+        for func in dict(OPTIONAL).get(module.__name__, ()):
+            self._wrap(module, func, self._call_wrapper)
+
+    # -- the wrappers (hot path: the data-loader one runs once per batch) -----------------------
+    def _data_wrapper(self, orig):
+        """``__next__`` of every DataLoader iterator. The hot path of the span taps (once per
+        batch): what it needs is bound in the closure, and a span that is innermost (always,
+        unless a loader iterates another loader) is closed inline rather than by ``_end``."""
+        spans, agent, stack, off, push = self, self.agent, self._stack, self.off, self._push
+
+        @functools.wraps(orig)
+        def __next__(it):
+            if off["data"] or not (agent.armed and spans.active) or _ident() != spans.thread:
+                return orig(it)
+            frame = [0.0, "data"]
+            stack.append(frame)
+            t0, p0 = _wall(), _perf()
+            try:
+                return orig(it)
+            finally:
+                seconds = _perf() - p0
+                try:
+                    if stack and stack[-1] is frame:
+                        stack.pop()
+                        if stack:
+                            stack[-1][0] += seconds
+                        push(("data", t0, max(0.0, seconds - frame[0])))
+                    else:
+                        spans._end("data", t0, seconds, frame)
+                except Exception as exc:
+                    spans._fail("data", exc)
+
+        return __next__
+
+    def _call_wrapper(self, orig):
+        """A checkpoint saver: its call is one ``checkpoint`` span (``dcp.save`` calling
+        ``torch.save`` is still one)."""
+        spans, agent, stack, off = self, self.agent, self._stack, self.off
+
+        @functools.wraps(orig)
+        def save(*args, **kwargs):
+            if off["checkpoint"] or not (agent.armed and spans.active) or _ident() != spans.thread:
+                return orig(*args, **kwargs)
+            if stack and stack[-1][1] == "checkpoint":  # a saver inside a saver: one span
+                return orig(*args, **kwargs)
+            frame = [0.0, "checkpoint"]
+            stack.append(frame)
+            t0, p0 = _wall(), _perf()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                p1 = _perf()
+                try:
+                    spans._end("checkpoint", t0, p1 - p0, frame)
+                except Exception as exc:
+                    spans._fail("checkpoint", exc)
+
+        return save
+
+    def _eval_wrapper(self, orig):
+        spans, agent, off = self, self.agent, self.off
+
+        @functools.wraps(orig)
+        def eval(module):
+            if spans._eval is None and not off["eval"] and agent.armed and spans.active:
+                try:
+                    if _ident() == spans.thread:
+                        spans._eval_begin(module)
+                except Exception as exc:
+                    spans._fail("eval", exc)
+            return orig(module)
+
+        return eval
+
+    # -- spans ----------------------------------------------------------------------------------
+    def _end(self, kind: str, t0: float, seconds: float, frame: list) -> None:
+        """Close ``frame``: queue its own time (less the spans inside it), charge its whole
+        time to the span it sits in."""
+        stack = self._stack
+        if stack and stack[-1] is frame:
+            stack.pop()
+        elif not _unstack(stack, frame):
+            return  # dropped meanwhile (a new run, or the notebook cell ended)
+        if stack:
+            stack[-1][0] += seconds
+        self._push((kind, t0, max(0.0, seconds - frame[0])))
+
+    def _fail(self, kind: str, exc: BaseException) -> None:
+        """Turn span kind ``kind`` off for good: one warning, one note, nothing left open."""
+        try:
+            self.off[kind] = True
+            self._stack[:] = [f for f in self._stack if f[1] != kind]
+            if kind == "eval":
+                self._eval_close(emit=False)
+            elif kind == "warmup":
+                self._warm = None
+                self._remove_warm_hooks()
+        except Exception:
+            pass
+        guard.failed(ENTRY.get(kind, "span"), exc)
+        try:
+            text = (f"time split: {kind} spans are no longer measured (an internal error); "
+                    "their time counts as compute or other")  # fmt: skip
+            self.agent.put("note", source="trainmeter", text=text)
+        except Exception:
+            pass
+
+    def _drop_open(self) -> None:
+        try:
+            self._eval_close(emit=False)
+        except Exception as exc:
+            self._fail("eval", exc)
+        self._warm = None
+        self._stack.clear()
+
+    # -- evaluation phases ----------------------------------------------------------------------
+    def _eval_begin(self, module) -> None:
+        """``model.eval()`` on the root model (any module before the root is known): open an
+        ``eval`` span until that module's next ``train()``; a class-level ``train`` wrapper on
+        the module's class exists only while the phase is open."""
+        root = self.root()
+        if root is not None and not _same(module, root):
+            return
+        cls, mid, spans = type(module), id(module), self
+        orig = cls.train
+
+        @functools.wraps(orig)
+        def train(m, *args, **kwargs):
+            if id(m) == mid and (args[0] if args else kwargs.get("mode", True)) is True:
+                try:
+                    spans._eval_close(emit=True)
+                except Exception as exc:
+                    spans._fail("eval", exc)
+            return orig(m, *args, **kwargs)
+
+        hook = self._step_hook(self._eval_discard)
+        frame = [0.0, "eval"]
+        had_own, own = "train" in vars(cls), vars(cls).get("train")
+        self._eval = (frame, _wall(), _perf(), cls, had_own, own, train, hook)
+        cls.train = train
+        self._stack.append(frame)
+
+    def _eval_close(self, emit: bool) -> None:
+        ev, self._eval = self._eval, None
+        if ev is None:
+            return
+        frame, t0, p0, cls, had_own, own, train, hook = ev
+        seconds = _perf() - p0
+        if hook is not None:
+            hook.remove()
+        if vars(cls).get("train") is train:
+            if had_own:
+                cls.train = own
+            else:
+                del cls.train
+        if emit:
+            self._end("eval", t0, seconds, frame)
+        else:
+            _unstack(self._stack, frame)
+
+    def _eval_discard(self, optimizer, args, kwargs) -> None:
+        """The optimizer stepped while the phase was open: that was training in eval mode."""
+        try:
+            self._eval_close(emit=False)
+        except Exception as exc:
+            self._fail("eval", exc)
+
+    # -- warm-up: first training forward to first optimizer step --------------------------------
+    def _warm_arm(self) -> None:
+        if self._warm_done or self.off["warmup"] or self._warm_pre is not None or self._warm:
+            return
+        hooks = sys.modules[self.torch.nn.Module.__module__]
+        self._warm_pre = hooks.register_module_forward_pre_hook(self._warm_forward)
+
+    def _warm_forward(self, module, args) -> None:
+        """A global forward pre-hook that lives until the first forward with gradients on."""
+        try:
+            if self._warm is not None or not self.grad_enabled() or not self.agent.armed:
+                return
+            self._warm_pre.remove()
+            self._warm_pre = None
+            frame = [0.0, "warmup"]
+            self._stack.append(frame)
+            self._warm = (frame, _wall(), _perf())
+            self._warm_step = self._step_hook(self._warm_first_step)
+        except Exception as exc:
+            self._fail("warmup", exc)
+
+    def _warm_first_step(self, optimizer, args, kwargs) -> None:
+        try:
+            p1 = _perf()
+            self._remove_warm_hooks()
+            self._warm_done = True
+            self.thread = _ident()  # the training thread from now on
+            if self._warm is not None:
+                (frame, t0, p0), self._warm = self._warm, None
+                self._end("warmup", t0, p1 - p0, frame)
+            if self.active:
+                self._patch_optional()  # a saver module whose import started torch
+        except Exception as exc:
+            self._fail("warmup", exc)
+
+    def _step_hook(self, hook):
+        """A global optimizer post-step hook (removed as soon as it has done its work)."""
+        optim = sys.modules[self.torch.optim.Optimizer.__module__]
+        return optim.register_optimizer_step_post_hook(hook)
+
+    def _remove_warm_hooks(self) -> None:
+        for name in ("_warm_pre", "_warm_step"):
+            handle = getattr(self, name)
+            setattr(self, name, None)
+            if handle is not None:
+                handle.remove()
+
+
+def _unstack(stack: list, frame: list) -> bool:
+    """Remove ``frame`` (this very list, not an equal one) from ``stack``; False if absent."""
+    for i, f in enumerate(stack):
+        if f is frame:
+            del stack[i]
+            return True
+    return False
+
+
+def _same(module, root) -> bool:
+    """``module`` is the root model, or a wrapper of it or wrapped by it (DDP's ``module``,
+    ``torch.compile``'s ``_orig_mod``)."""
+    if module is root:
+        return True
+    for a, b in ((module, root), (root, module)):
+        for attr in ("module", "_orig_mod"):
+            if vars(a).get("_modules", {}).get(attr) is b:
+                return True
+    return False
+
+
+def _initializing(module) -> bool:
+    """The module is still executing its body (an import of it started torch's)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
