@@ -156,10 +156,10 @@ export async function checkConventionSwitch(root: Locator) {
 }
 
 /** A price per GPU-hour typed into tm-price shows a dollar amount in tm-dollars-spent. */
-export async function checkPrice(root: Locator) {
+export async function checkPrice(root: Locator, value = '2.50') {
   const price = root.getByTestId('tm-price');
   await expect(price).toBeVisible({ timeout: 5_000 });
-  await price.fill('2.50');
+  await price.fill(value);
   await price.press('Tab'); // a `change` listener sees it too, not only an `input` one
   await expect(root.getByTestId('tm-dollars-spent')).toHaveText(/\$\s*\d/);
 }

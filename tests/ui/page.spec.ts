@@ -58,6 +58,39 @@ function dashboardUrl(tm: ChildProcess, log: () => string, timeoutMs: number): P
   });
 }
 
+/** A price no run figure will equal by chance (a figure that matched would be a false alarm). */
+const PRICE = '913.77';
+
+/**
+ * Files under `dir` that hold the typed price: a JSON value equal to it, the digits as text, or a
+ * key or text naming a price. The run log is JSON lines; anything else is checked as text.
+ */
+function priceInFiles(dir: string): string[] {
+  const hits: string[] = [];
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile()) {
+        const text = fs.readFileSync(p, 'utf8');
+        if (text.includes(PRICE) || /"price/i.test(text)) hits.push(p);
+        for (const line of text.split('\n')) {
+          try {
+            JSON.parse(line, (k, v) => {
+              if (v === Number(PRICE)) hits.push(`${p}: ${k}`);
+              return v;
+            });
+          } catch {
+            /* not JSON: checked as text above */
+          }
+        }
+      }
+    }
+  };
+  if (fs.existsSync(dir)) walk(dir);
+  return hits;
+}
+
 /** SIGTERM tm's process group (tm forwards it to the script), then SIGKILL if it lingers. */
 async function stop(tm: ChildProcess) {
   if (tm.exitCode !== null || tm.signalCode !== null) return;
@@ -115,9 +148,16 @@ test('the tm page renders, updates while the script runs, and escapes series nam
       const r = await checkConventionSwitch(root);
       testInfo.annotations.push({ type: 'mfu', description: `${r.from} ${r.mfuBefore} -> ${r.to} ${r.mfuAfter}` });
     });
-    await softStep('price', () => checkPrice(root));
+    await softStep('price', () => checkPrice(root, PRICE));
     await checkMarkupIsText(root, page);
     await screenshot(root, 'page-running', testInfo);
+
+    // The price stays in the page: once tm has written everything, no file of the run holds it.
+    await stop(tm);
+    const runs = path.join(cwd, '.trainmeter', 'runs');
+    const logs = fs.readdirSync(runs).filter((r) => fs.existsSync(path.join(runs, r, 'run.jsonl')));
+    expect(logs.length, 'the run wrote its log').toBe(1);
+    expect(priceInFiles(path.join(cwd, '.trainmeter')), 'the typed price reached no file').toEqual([]);
 
     expect(seen.dialogs, 'no dialog (alert) was opened').toEqual([]);
     // The whole page is the dashboard: every console error counts (a missing favicon aside).
