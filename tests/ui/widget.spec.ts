@@ -61,6 +61,23 @@ test('the widget renders, updates while the cell runs, and escapes series names'
   await expect(output).toContainText(/trained \d+ steps/);
   await screenshot(widget, 'notebook-widget-finished', testInfo);
 
+  // Reopening the notebook while the kernel lives re-renders the view from the live widget
+  // model: it shows the full final state (the store lives in anywidget's initialize()).
+  const finalStep = (await widget.getByTestId('tm-step').textContent()) ?? '';
+  expect(finalStep).toMatch(/\d/);
+  await page.notebook.save();
+  await page.notebook.close();
+  await page.sidebar.open('left'); // galata opens a file through the file browser
+  expect(await page.notebook.openByPath(NOTEBOOK_PATH)).toBe(true);
+  await page.notebook.activate(NOTEBOOK);
+  await page.sidebar.close('left');
+  const reopened = (await page.notebook.getCellOutputLocator(TRAIN_CELL))!
+    .locator('.jp-OutputArea-output')
+    .filter({ has: page.getByTestId('tm-step') });
+  await expect(reopened.getByTestId('tm-step')).toHaveText(finalStep, { timeout: 30_000 });
+  await expect(reopened.getByTestId('tm-state')).toHaveText(/finished/i);
+  await expect(reopened.getByTestId('tm-loss-chart').locator('canvas').first()).toBeVisible();
+
   expect(seen.dialogs, 'no dialog (alert) was opened').toEqual([]);
   const ours = seen.errors.filter(isDashboardError);
   expect(ours, 'no console error from the widget').toEqual([]);
