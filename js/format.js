@@ -73,6 +73,8 @@ export function percent(f) {
   if (!isNum(f)) return NA;
   const p = f * 100;
   const abs = Math.abs(p);
+  // below 0.01 % two decimals would read "0.00%", a zero that is not one: two significant digits
+  if (abs !== 0 && abs < 0.01) return `${+p.toPrecision(2)}%`;
   if (abs !== 0 && abs < 1) return `${p.toFixed(2)}%`;
   return `${p.toFixed(1)}%`;
 }

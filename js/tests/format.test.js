@@ -45,6 +45,7 @@ test("durations are as short as their size allows", () => {
 
 test("percentages, counts and plain numbers", () => {
   assert.equal(percent(0.0082), "0.82%");
+  assert.equal(percent(3.2e-5), "0.0032%"); // a tiny MFU (fake GPUs, CPU model) is not "0.00%"
   assert.equal(percent(0.412), "41.2%");
   assert.equal(percent(0), "0.0%");
   assert.equal(count(1234567), "1,234,567");

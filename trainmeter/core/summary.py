@@ -28,7 +28,11 @@ def summary_line(snap: dict[str, Any]) -> str:
     ]
     mfu = (snap.get("mfu_avg") or {}).get(conv)
     if mfu is not None:
-        parts.append(f"MFU {100 * mfu:.1f}% [{conv}]")
+        pct = 100 * mfu
+        shown = (
+            f"{pct:.2g}" if 0 < abs(pct) < 0.1 else f"{pct:.1f}"
+        )  # never "0.0%" for a nonzero MFU
+        parts.append(f"MFU {shown}% [{conv}]")
     parts.append(format_duration(snap.get("elapsed_s")))
     if run.get("log"):
         parts.append(f"log {run['log']}")

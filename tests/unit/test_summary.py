@@ -1,0 +1,18 @@
+"""The summary line's MFU figure (trainmeter/core/summary.py); values computed by hand."""
+
+from trainmeter.core.summary import summary_line
+
+
+def _snap(mfu: float) -> dict:
+    return {"run": {"state": "finished"}, "convention": "titan", "step": 3, "tokens": 30,
+            "flops_per_token": {"titan": 6e9}, "mfu_avg": {"titan": mfu}}  # fmt: skip
+
+
+def test_mfu_has_one_decimal_and_names_its_convention():
+    assert "MFU 41.2% [titan]" in summary_line(_snap(0.412))  # 0.412 x 100 = 41.2
+
+
+def test_a_tiny_nonzero_mfu_never_reads_as_zero():
+    # 3.2e-5 x 100 = 0.0032 %: one decimal would print "0.0%"
+    assert "MFU 0.0032% [titan]" in summary_line(_snap(3.2e-5))
+    assert "MFU 0.0% [titan]" in summary_line(_snap(0.0))  # a real zero stays a zero
