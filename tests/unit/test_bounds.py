@@ -11,8 +11,9 @@ import math
 import sys
 from collections import deque
 
+from trainmeter.core import counters, records
 from trainmeter.core import engine as E
-from trainmeter.core import records
+from trainmeter.core import hardware as H
 from trainmeter.core.timeline import DEFAULT_CAP
 from trainmeter.supervisor.live import Live
 
@@ -32,7 +33,7 @@ NAME = _str_bytes(E.MAX_NAME)  # 2402
 SERIES = E.MAX_SERIES + E.OWN_SERIES  # 128
 POINTS_BOUND = 64 + SERIES * (NAME + 9 + DEFAULT_CAP * 2 * (NUM + 1))
 # snapshot, by part
-NOTES = (E.MAX_NOTES + 8) * (_str_bytes(E.MAX_NOTE) + 1)  # 20 kept + at most 8 computed notes
+NOTES = (E.MAX_NOTES + 11) * (_str_bytes(E.MAX_NOTE) + 1)  # 20 kept + 8 computed + 3 hardware
 SNAP_SERIES = E.MAX_SERIES * (NAME + len(':{"step":,"value":,"ema":},') + 16 + 2 * NUM)
 MODEL = E.MAX_MODEL_FIELDS * (_str_bytes(E.MAX_KEY) + 1 + NAME + 1)
 RANKS = E.MAX_RANKS * ((12 + 1 + 16 + 1) + (12 + 1 + NUM + 1))  # "ranks", "rank_step_time_s"
@@ -40,7 +41,25 @@ RANKS += E.MAX_RANKS // 2 * (10 + 1)  # "stragglers": at most half the ranks (ab
 ERROR = _str_bytes(E.MAX_ERROR) + 10
 PEAK = 2 * NAME + 1000  # device and dtype strings from the model record; a table citation
 FIXED = 8192  # every other key: ~50 keys, 7 by-convention dicts of 4 numbers, plan, run state
-SNAPSHOT_BOUND = 640 * 1024
+# hardware (the supervisor's sampler, not training code): its strings are printable ASCII
+# (core/hardware.py), at most 2 bytes a character in JSON (\" and \\). Per GPU: every key with
+# a number, the name, up to 64 throttle names (a 64-bit mask; an unknown bit reads
+# "unknown_0x8000000000000000", 26 characters) and the bounded `missing` reasons.
+
+
+def _ascii_bytes(n: int) -> int:
+    return 2 + 2 * n
+
+
+GPU_FIELDS = (*counters.GPU_KEYS, "train_mem_bytes")
+REASONS = H.MAX_REASONS * (_ascii_bytes(H.MAX_REASON_KEY) + 1 + _ascii_bytes(H.MAX_REASON) + 1)
+GPU = 2 + sum(len(k) + 4 for k in GPU_FIELDS) + len(GPU_FIELDS) * NUM
+GPU += _ascii_bytes(H.MAX_DEVICE_NAME) + 64 * (_ascii_bytes(26) + 1) + REASONS
+HOST = 2 + len(counters.HOST_KEYS) * (20 + NUM)
+HOST += 4 * (_ascii_bytes(20) + _ascii_bytes(H.MAX_REASON))
+HARDWARE = H.MAX_DEVICES * (GPU + 1) + HOST + 2048  # units: a fixed table of ~20 short pairs
+HARDWARE += _ascii_bytes(H.MAX_BACKEND) + _ascii_bytes(H.MAX_NOTE) + H.MAX_DEVICES * 3 + 64
+SNAPSHOT_BOUND = 1024 * 1024
 UPDATE_BOUND = SNAPSHOT_BOUND + POINTS_BOUND + 64  # + `{"snapshot":,"points":,"full":false}`
 
 
@@ -59,9 +78,10 @@ def _bytes(obj) -> int:
 def test_the_stated_bound_is_the_sum_of_its_parts():
     # the figures docs/spec.md states
     assert POINTS_BOUND == 13_108_672
-    parts = NOTES + SNAP_SERIES + MODEL + RANKS + ERROR + PEAK + FIXED
-    assert parts == 593_260 and parts <= SNAPSHOT_BOUND
-    assert UPDATE_BOUND == 13_764_096
+    assert HARDWARE == 296_074  # 16 x (18,173 + 1) + host 1,998 + the rest
+    parts = NOTES + SNAP_SERIES + MODEL + RANKS + ERROR + PEAK + FIXED + HARDWARE
+    assert parts == 907_343 and parts <= SNAPSHOT_BOUND
+    assert UPDATE_BOUND == 14_157_312
 
 
 class _NullLog:
@@ -173,6 +193,23 @@ def test_a_million_steps_keep_every_update_and_the_engine_bounded(tmp_path):
     assert sizes[-1][1] <= sizes[2][1] + 800 * (88 + 48) + 64 * 1024
 
 
+def _worst_hardware() -> list[dict]:
+    """Sampler records past every hardware bound: more GPUs than kept, long names and a long
+    reason (non-ASCII too) for every field, a full 64-bit throttle mask and an over-wide one."""
+    wide = "\U0001f600"
+    why = {k: wide * 5_000 for k in (*counters.GPU_KEYS, "train_mem_bytes", "x" * 100)}
+    devices = [{"index": i, "name": wide * 1000, "mig": False, "missing": why} for i in range(20)]
+    samples = [{"index": i, "throttle_mask": 2**64 - 1, "missing": why} for i in range(20)]
+    samples[0]["throttle_mask"] = 2**200  # wider than NVML's mask: not read as 200 names
+    samples[1]["mem_used_bytes"] = wide * 100_000  # not a number: named in a reason, cut
+    host = {"missing": {k: wide * 5_000 for k in counters.HOST_KEYS}}
+    return [
+        records.make("gpu_devices", 1.0, backend=wide * 1000, devices=devices,
+                     reason=wide * 100_000),
+        records.make("gpu", 1.0, gpus=samples, host=host),
+    ]  # fmt: skip
+
+
 def test_what_training_code_can_send_at_worst_stays_under_the_snapshot_bound(tmp_path):
     """Every field training code controls, filled past its bound with the most expensive
     characters to escape (outside the BMP: 12 bytes each in ASCII JSON)."""
@@ -194,6 +231,7 @@ def test_what_training_code_can_send_at_worst_stays_under_the_snapshot_bound(tmp
     for rank in range(2000):
         recs.append(records.make("step", 1.0, step=2**53 - 1, rank=2**31 - 1 - rank, tokens=5))
         recs.append(records.make("step", 2.0, step=2**53 - 1, rank=2**31 - 1 - rank, tokens=5))
+    recs += _worst_hardware()
     live.ingest(recs)
     live.segment_start("cell", {}, new=False)
     live.segment_end("error", wide * 100_000)
@@ -202,6 +240,7 @@ def test_what_training_code_can_send_at_worst_stays_under_the_snapshot_bound(tmp
     assert size <= SNAPSHOT_BOUND + _launch_bytes(snap)
     assert size >= 0.5 * SNAPSHOT_BOUND  # and the bound is not loose by more than 2x
     assert len(snap["series"]) == E.MAX_SERIES and len(snap["ranks"]) == E.MAX_RANKS
+    assert len(snap["hardware"]["gpus"]) == H.MAX_DEVICES
     assert snap["step"] == 1 and snap["tokens"] == 0  # the clock moved by one, no tokens
     # and a first (full) update, with every kept series, stays under the update bound
     assert _bytes(live.update(-1)) <= UPDATE_BOUND + _launch_bytes(snap)

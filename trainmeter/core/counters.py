@@ -424,7 +424,7 @@ def gpu_entry(
     for key in (*_ACTIVITIES, *_NUMBERS, "throttle_mask"):
         shown = "throttle" if key == "throttle_mask" else key
         if sample.get(key) is not None and entry[shown] is None:
-            reasons[shown] = f"invalid value in the sample: {sample.get(key)!r}"
+            reasons[shown] = f"invalid value in the sample: {ascii(sample.get(key))[:60]}"
     static = device.get("missing")
     if isinstance(static, Mapping):  # facts read once at open: name, memory, power limit
         for key in ("name", "mem_total_bytes", "power_limit_w"):

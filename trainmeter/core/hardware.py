@@ -25,6 +25,27 @@ LADDER = ("gpu_util", "sm_active", "sm_occupancy", "tensor_active", "dram_active
 """Fractions charted over time, as timeline series ``gpu<i>/<field>`` (x: seconds of the run)."""
 MAX_DEVICES = 16  # GPUs kept per node (an 8-GPU node with MIG halves fits); more are counted
 MAX_NOTE = 500  # characters of one note, as the engine's notes (engine.MAX_NOTE)
+# Bounds on what a record can put in the snapshot (docs/spec.md "Bounds on an update"):
+MAX_DEVICE_NAME = 96  # NVML's own name buffer (NVML_DEVICE_NAME_V2_BUFFER_SIZE)
+MAX_BACKEND = 64
+MAX_REASON = 200  # one `missing` reason
+MAX_REASON_KEY = 40
+MAX_REASONS = 28  # `missing` entries per device (one per field at most)
+
+
+def _clip(text: Any, limit: int) -> str:
+    """``text`` as printable ASCII (others become "?"), cut to ``limit`` characters: the
+    sampler's strings are ASCII, and a bounded string of ASCII has a bounded JSON size."""
+    text = "".join(c if " " <= c <= "~" else "?" for c in str(text)[:limit])
+    return text if len(text) < limit else text[: limit - 3] + "..."
+
+
+def _reasons(missing: Any) -> dict[str, str]:
+    """A `missing` dict cut to its bounds (field names and reasons are the sampler's own)."""
+    if not isinstance(missing, dict):
+        return {}
+    items = [(k, v) for k, v in missing.items() if isinstance(k, str) and len(k) <= MAX_REASON_KEY]
+    return {k: _clip(v, MAX_REASON) for k, v in items[:MAX_REASONS]}
 
 
 def _keep_last(last: dict[str, Any], now: dict[str, Any], missing: dict) -> dict[str, Any]:
@@ -57,9 +78,13 @@ class HardwareState:
 
     def on_devices(self, rec: dict[str, Any]) -> None:
         """Fold a ``gpu_devices`` record: the backend and the static device facts."""
-        self.backend = str(rec.get("backend") or "none")
-        self.reason = rec.get("reason")
-        devices = [d for d in rec.get("devices") or [] if isinstance(d, dict)]
+        self.backend = _clip(rec.get("backend") or "none", MAX_BACKEND)
+        self.reason = _clip(rec["reason"], MAX_NOTE) if rec.get("reason") else None
+        devices = [
+            {**d, "name": _clip(d["name"], MAX_DEVICE_NAME) if d.get("name") else d.get("name"),
+             "missing": _reasons(d.get("missing"))}
+            for d in rec.get("devices") or [] if isinstance(d, dict)
+        ]  # fmt: skip
         self.devices = devices[:MAX_DEVICES]
         self.dropped_devices = len(devices) - len(self.devices)
         keep = {d.get("index") for d in self.devices}
@@ -82,7 +107,10 @@ class HardwareState:
             if i not in known:
                 continue
             if isinstance(s.get("missing"), dict):
-                self.missing[i] = s["missing"]
+                self.missing[i] = _reasons(s["missing"])
+            mask = s.get("throttle_mask")
+            if isinstance(mask, int) and mask >= 1 << 64:  # NVML's reasons are a 64-bit mask
+                s = {**s, "throttle_mask": None}
             meter = self.meters.setdefault(i, counters.EnergyMeter())
             if resume:
                 meter.rebase()
@@ -100,7 +128,7 @@ class HardwareState:
                     points.append((f"gpu{i}/{field}", float(y)))
         host = rec.get("host")
         if isinstance(host, dict):
-            self.host = host
+            self.host = {**host, "missing": _reasons(host.get("missing"))}
         return points
 
     def _train_mem(self, entry: dict[str, Any], pids) -> int | None:
