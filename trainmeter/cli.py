@@ -56,7 +56,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--peak", metavar="FLOP/s", help="declare the dense peak per device (312T)")
     p.add_argument("--device", help="device name to look up in the peaks table")
     p.add_argument("--dir", default=None, help="where .trainmeter runs go (default ./.trainmeter)")
-    p.add_argument("--dtype", type=_dtype,
+    p.add_argument("--dtype", type=dtype_arg,
                    help="the run's dtype for the peak: bf16, fp16, tf32, fp8, fp32 "
                         "(default: what the agent sees)")  # fmt: skip
     p.add_argument("--gpu-backend", metavar="SPEC", default=os.environ.get(ENV_GPU_BACKEND),
@@ -133,7 +133,8 @@ def _port(text: str) -> int:
     return port
 
 
-def _dtype(text: str) -> str:
+def dtype_arg(text: str) -> str:
+    """argparse type for ``--dtype`` (``tm`` and ``tm plan``): a dtype name or alias."""
     dtype = peaks.normalize_dtype(text)
     if dtype is None:
         raise argparse.ArgumentTypeError(f"unknown dtype {text!r}: use one of "

@@ -15,6 +15,7 @@ import math
 import sys
 from pathlib import Path
 
+from trainmeter.cli import dtype_arg
 from trainmeter.core import flops, peaks, plan, presets
 from trainmeter.core.units import format_duration, format_si, parse_count, parse_flops
 
@@ -92,14 +93,6 @@ def _peak(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _dtype(text: str) -> str:
-    dtype = peaks.normalize_dtype(text)
-    if dtype is None:
-        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}: use one of "
-                                         f"{', '.join(peaks.DTYPES)}")  # fmt: skip
-    return dtype
-
-
 def _whole_count(text: str) -> int:
     try:
         return _whole(text)
@@ -143,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--dtype",
-        type=_dtype,
+        type=dtype_arg,
         default="bf16",
         help="the dtype the peak is for: bf16 (default), fp16, tf32, fp8, fp32",
     )
