@@ -47,3 +47,28 @@ def losses(stdout: str) -> list[str]:
 @pytest.fixture
 def workdir(tmp_path):
     return tmp_path
+
+
+class Clock:
+    """A manual clock (seconds since the epoch): tests move time by hand with ``tick``."""
+
+    def __init__(self, t: float = 1_700_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def tick(self, dt: float) -> None:
+        self.t += dt
+
+
+def run_cell(kc, code, timeout=60):
+    """Execute ``code`` on a jupyter_client kernel; returns (reply content, stdout text)."""
+    out = []
+
+    def hook(msg):
+        if msg["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+    return reply["content"], "".join(out)

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import EXAMPLE, _env, read_log, run_tm
+from conftest import EXAMPLE, _env, read_log, run_cell, run_tm
 
 from trainmeter.sources import SPEC_FORMS
 
@@ -155,17 +155,6 @@ def test_a_bad_gpu_backend_exits_2_naming_the_accepted_forms(tmp_path, how):
 # --- the notebook's supervisor samples too -----------------------------------------------------
 
 
-def _run_cell(kc, code, timeout=60):
-    out = []
-
-    def hook(msg):
-        if msg["msg_type"] == "stream":
-            out.append(msg["content"]["text"])
-
-    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
-    return reply["content"], "".join(out)
-
-
 def test_the_notebook_supervisor_samples_while_a_cell_runs(tmp_path, monkeypatch):
     from jupyter_client.manager import start_new_kernel
 
@@ -173,14 +162,14 @@ def test_the_notebook_supervisor_samples_while_a_cell_runs(tmp_path, monkeypatch
         monkeypatch.setenv(key, value)  # the kernel, and so its supervisor, inherits these
     km, kc = start_new_kernel(kernel_name="python3")
     try:
-        _run_cell(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
+        run_cell(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
         cell = "%%trainmeter --no-widget --dtype bf16\nimport time\ntime.sleep(2.5)"
-        content, text = _run_cell(kc, cell)
+        content, text = run_cell(kc, cell)
         assert content["status"] == "ok" and text.startswith("trainmeter: finished"), text
         time.sleep(1.5)  # between cells: nothing is sampled
-        content, _ = _run_cell(kc, "%%trainmeter --no-widget\ntime.sleep(1.5)")
+        content, _ = run_cell(kc, "%%trainmeter --no-widget\ntime.sleep(1.5)")
         assert content["status"] == "ok"
-        bad = _run_cell(kc, "%%trainmeter --no-widget --dtype int4\nran = True")[0]
+        bad = run_cell(kc, "%%trainmeter --no-widget --dtype int4\nran = True")[0]
         assert bad["status"] == "error" and "int4" in bad["evalue"]
     finally:
         kc.stop_channels()

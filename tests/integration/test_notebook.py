@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, _env
+from conftest import ROOT, _env, run_cell
 from nbclient import NotebookClient
 
 pytestmark = pytest.mark.slow
@@ -219,22 +219,10 @@ def _kernel():
     return start_new_kernel(kernel_name="python3")
 
 
-def _run(kc, code, timeout=60):
-    """Execute ``code``; returns (reply content, stdout text)."""
-    out = []
-
-    def hook(msg):
-        if msg["msg_type"] == "stream":
-            out.append(msg["content"]["text"])
-
-    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
-    return reply["content"], "".join(out)
-
-
 def test_the_stop_button_ends_the_segment_as_interrupted_and_the_next_cell_continues(tmp_path):
     km, kc = _kernel()
     try:
-        _run(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
+        run_cell(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
         msg_id = kc.execute("%%trainmeter --no-widget\nimport time\nfor i in range(600):\n"
                             "    time.sleep(0.1)")  # fmt: skip
         time.sleep(2.0)
@@ -243,7 +231,7 @@ def test_the_stop_button_ends_the_segment_as_interrupted_and_the_next_cell_conti
         assert reply["parent_header"]["msg_id"] == msg_id
         assert reply["content"]["status"] == "error"
         assert reply["content"]["ename"] == "KeyboardInterrupt"
-        content, text = _run(kc, "%%trainmeter --no-widget\nx = 1")
+        content, text = run_cell(kc, "%%trainmeter --no-widget\nx = 1")
         assert content["status"] == "ok" and text.startswith("trainmeter: finished")
     finally:
         kc.stop_channels()
@@ -257,15 +245,15 @@ def test_unload_stops_the_supervisor_and_reload_starts_a_fresh_one(tmp_path):
     km, kc = _kernel()
     try:
         pid = "from trainmeter.jupyter import extension\nprint(extension.session().proc.pid)"
-        _run(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
-        first = int(_run(kc, pid)[1])
-        _run(kc, "%reload_ext trainmeter")
-        second = int(_run(kc, pid)[1])
+        run_cell(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
+        first = int(run_cell(kc, pid)[1])
+        run_cell(kc, "%reload_ext trainmeter")
+        second = int(run_cell(kc, pid)[1])
         assert second != first and not Path(f"/proc/{first}").exists()
-        _run(kc, "%unload_ext trainmeter")
+        run_cell(kc, "%unload_ext trainmeter")
         time.sleep(0.5)
         assert not Path(f"/proc/{second}").exists()
-        content, _ = _run(kc, "%%trainmeter\nx = 1")
+        content, _ = run_cell(kc, "%%trainmeter\nx = 1")
         assert content["status"] == "error"  # unloaded: the magic asks to load it again
         assert "%load_ext trainmeter" in content["evalue"]
     finally:
@@ -285,17 +273,17 @@ def test_torch_imported_first_and_plain_cells_between_are_not_counted(tmp_path):
         "        opt.step(); opt.zero_grad()\n"
     )
     try:
-        _run(kc, f"import os; os.chdir({str(tmp_path)!r})\n{setup}")
-        _run(kc, "%load_ext trainmeter")
-        _run(kc, "train(3)")  # not under %%trainmeter: not part of any run
-        assert _run(kc, "%%trainmeter --no-widget\ntrain(4)")[0]["status"] == "ok"
-        _run(kc, "train(5)")
-        assert _run(kc, "%%trainmeter --no-widget\ntrain(2)")[0]["status"] == "ok"
-        _run(kc, "%trainmeter stop")
+        run_cell(kc, f"import os; os.chdir({str(tmp_path)!r})\n{setup}")
+        run_cell(kc, "%load_ext trainmeter")
+        run_cell(kc, "train(3)")  # not under %%trainmeter: not part of any run
+        assert run_cell(kc, "%%trainmeter --no-widget\ntrain(4)")[0]["status"] == "ok"
+        run_cell(kc, "train(5)")
+        assert run_cell(kc, "%%trainmeter --no-widget\ntrain(2)")[0]["status"] == "ok"
+        run_cell(kc, "%trainmeter stop")
         shown = (
             "w = trainmeter.show(str(find_run(None)))\nprint(w.snapshot['step'], w.history['seq'])"
         )
-        content, text = _run(
+        content, text = run_cell(
             kc, f"import trainmeter\nfrom trainmeter.supervisor.store import find_run\n{shown}"
         )
         assert content["status"] == "ok" and text.split()[0] == "6"  # a finished run, from its log
@@ -311,11 +299,11 @@ def test_torch_imported_first_and_plain_cells_between_are_not_counted(tmp_path):
 def test_a_broken_widget_never_stops_the_training_cell(tmp_path):
     km, kc = _kernel()
     try:
-        _run(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
-        _run(kc, "from trainmeter.jupyter import widget\n"
+        run_cell(kc, f"import os; os.chdir({str(tmp_path)!r})\n%load_ext trainmeter")
+        run_cell(kc, "from trainmeter.jupyter import widget\n"
                  "def broken(**kw):\n    raise FileNotFoundError('bundle missing')\n"
                  "widget.TrainmeterWidget = broken")  # fmt: skip
-        content, text = _run(kc, "%%trainmeter\nprint('trained')")
+        content, text = run_cell(kc, "%%trainmeter\nprint('trained')")
         assert content["status"] == "ok"
         assert "trained" in text and "trainmeter: finished" in text
     finally:

@@ -6,22 +6,12 @@ import threading
 import time
 
 import pytest
+from conftest import Clock
 
 from trainmeter.sources import HostSource, NoneBackend, open_backend
 from trainmeter.sources.base import GPM_FIELDS
 from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.sampler import DEFAULT_HZ, Sampler, start_sampler
-
-
-class Clock:
-    def __init__(self, t: float = 1_700_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def tick(self, dt: float) -> None:
-        self.t += dt
 
 
 def _live(tmp_path):

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import ClassVar
 
 import pytest
+from conftest import Clock
 
 from trainmeter.core.counters import EnergyMeter, hardware_snapshot
 from trainmeter.sources import (
@@ -32,19 +33,6 @@ from trainmeter.sources import fake as fakes
 from trainmeter.sources.base import GPM_FIELDS, NO_GPM, NO_GPM_LIBRARY, SAMPLE_FIELDS
 from trainmeter.sources.fake import A100, H100, H100_MIG, FakeNvml, trace
 from trainmeter.sources.gpu import GPM_METRICS, load_nvml, metric_id
-
-
-class Clock:
-    """A manual clock shared by the fake library and the backend."""
-
-    def __init__(self, t: float = 1_700_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def tick(self, dt: float) -> None:
-        self.t += dt
 
 
 class Pinned(FakeNvml):
