@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
 import json
 import os
 import sys
@@ -25,7 +26,16 @@ from trainmeter.core import flops, peaks
 from trainmeter.core.units import format_duration, parse_count, parse_flops, parse_flops_budget
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
-SUBCOMMANDS = ("replay", "ls", "peaks", "doctor", "plan")
+# Subcommands that live in their own module: name -> module with main(argv) -> int.
+_MODULES = {
+    "plan": "trainmeter.plan_cli",
+    "view": "trainmeter.commands.view",
+    "passport": "trainmeter.commands.passport",
+    "export": "trainmeter.commands.export",
+    "merge": "trainmeter.commands.merge",
+    "attach": "trainmeter.commands.attach",
+}
+SUBCOMMANDS = ("replay", "ls", "peaks", "doctor", *_MODULES)
 ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"
 
 
@@ -44,7 +54,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _run_parser() -> argparse.ArgumentParser:
     usage = ("tm [flags] SCRIPT.py [args] | tm [flags] -- CMD [args] | "
-             "tm {replay,ls,peaks,doctor,plan} ...")  # fmt: skip
+             f"tm {{{','.join(SUBCOMMANDS)}}} ...")  # fmt: skip
     p = _Parser(prog="tm", description="Run a training command under trainmeter.", usage=usage)
     p.add_argument("--version", action="version", version=f"trainmeter {__version__}")
     p.add_argument("--name", help="run name (default: the script's name)")
@@ -93,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _MODULES:
+        return importlib.import_module(_MODULES[argv[0]]).main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS:
         return _SUB[argv[0]](argv[1:])
     args = _run_parser().parse_args(argv)
@@ -338,13 +350,7 @@ def _doctor(argv: list[str]) -> int:
     return 0
 
 
-def _plan(argv: list[str]) -> int:
-    from trainmeter.plan_cli import main as plan_main
-
-    return plan_main(argv)
-
-
-_SUB = {"replay": _replay, "ls": _ls, "peaks": _peaks, "doctor": _doctor, "plan": _plan}
+_SUB = {"replay": _replay, "ls": _ls, "peaks": _peaks, "doctor": _doctor}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,1 @@
+"""``tm`` subcommands of more than a few lines: one module each, with ``main(argv) -> int``."""
