@@ -4,20 +4,25 @@ The example run for trainmeter. It runs unchanged without trainmeter installed:
 
     python examples/train_gpt.py            # plain
     tm -- python examples/train_gpt.py      # watched by trainmeter
+    tm -- torchrun --nproc_per_node=4 examples/train_gpt.py   # data parallel (gloo on CPU)
 
-Prints one `step N loss X` line per optimizer step and `step N val_loss X` every --eval-every steps.
+Prints one `step N loss X` line per optimizer step and `step N val_loss X` every --eval-every steps
+(under torchrun, rank 0 prints the mean over ranks, which all-reduce makes the same on each).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 from torch.nn import functional as F
+from torch.nn.parallel import DistributedDataParallel
 
 try:
     import trainmeter
@@ -145,11 +150,39 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def report(step: int, host: list[float], emit) -> None:
+    """Print (and, under trainmeter, emit) the step's train loss and, when present, val loss."""
+    print(f"step {step} loss {host[0]:.6f}", flush=True)
+    if emit is not None:
+        emit(train_loss=host[0])
+    if len(host) > 1:
+        print(f"step {step} val_loss {host[1]:.6f}", flush=True)
+        if emit is not None:
+            emit(val_loss=host[1])
+
+
+def init_distributed(device: str) -> tuple[int, int, str]:
+    """(rank, world size, device) under torchrun (``WORLD_SIZE`` > 1), else (0, 1, device).
+
+    One process per rank: NCCL on GPUs (one each, by ``LOCAL_RANK``), gloo on CPU.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, device
+    if device == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return dist.get_rank(), world, device
+
+
 def main(argv=None):
     args = parse_args(argv)
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    rank, world, device = init_distributed(device)
     # Seeded, and deterministic on a given machine: no torch.set_num_threads, as CPU kernels are
     # deterministic for a fixed thread count. A different count (OMP_NUM_THREADS) changes the
     # reduction order, so losses may differ in the last digits between machines.
@@ -157,7 +190,7 @@ def main(argv=None):
     emit = getattr(trainmeter, "emit", None)
 
     def autocast():
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda")
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda"))
 
     raw = torch.frombuffer(bytearray(args.data.read_bytes()), dtype=torch.uint8)
     data = raw.to(device=device, dtype=torch.long)
@@ -165,18 +198,23 @@ def main(argv=None):
     train_data, val_data = data[:-n_val], data[-n_val:]
 
     config = GPTConfig(block_size=args.seq_len)
-    model = GPT(config).to(device)
+    model = GPT(config).to(device)  # the same seeded weights on every rank
+    if world > 1:
+        model = DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95))
     n_params = sum(p.numel() for p in model.parameters())
-    print(
-        f"# {n_params:,} parameters, {len(train_data):,} train bytes, device {device}, "
-        f"{args.batch_size * args.seq_len * args.grad_accum} tokens/step",
-        file=sys.stderr,
-        flush=True,
-    )
+    if rank == 0:
+        print(
+            f"# {n_params:,} parameters, {len(train_data):,} train bytes, device {device}, "
+            f"{args.batch_size * args.seq_len * args.grad_accum * world} tokens/step"
+            + (f" ({world} ranks)" if world > 1 else ""),
+            file=sys.stderr,
+            flush=True,
+        )
 
-    # Own seeded generators: the batch stream depends on --seed only, not on model init or eval.
-    train_gen = torch.Generator(device=device).manual_seed(args.seed)
+    # Own seeded generators: the batch stream depends on --seed (and the rank) only, not on
+    # model init or eval. Every rank validates on the same held-out batches.
+    train_gen = torch.Generator(device=device).manual_seed(args.seed + 1000 * rank)
     val_gen = torch.Generator(device=device).manual_seed(args.seed + 1)
     val_batches = [get_batch(val_data, args.batch_size, args.seq_len, val_gen) for _ in range(4)]
 
@@ -195,18 +233,18 @@ def main(argv=None):
         is_eval = args.eval_every > 0 and step % args.eval_every == 0
         if is_eval:
             values.append(estimate_val_loss(model, val_batches, autocast))
+        stacked = torch.stack(values)
+        if world > 1:  # the mean over ranks, the same on every rank after the all-reduce
+            dist.all_reduce(stacked)
+            stacked /= world
         # The device sync point: one copy to the host per step brings back every number printed.
-        host = torch.stack(values).tolist()
-
-        print(f"step {step} loss {host[0]:.6f}", flush=True)
-        if emit is not None:
-            emit(train_loss=host[0])
+        host = stacked.tolist()
+        if rank == 0:
+            report(step, host, emit)
         if args.fail_at_step is not None and step == args.fail_at_step:
             raise RuntimeError(f"deliberate failure at step {step}")
-        if is_eval:
-            print(f"step {step} val_loss {host[1]:.6f}", flush=True)
-            if emit is not None:
-                emit(val_loss=host[1])
+    if world > 1:
+        dist.destroy_process_group()
     return 0
 
 
