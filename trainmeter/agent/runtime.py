@@ -18,6 +18,7 @@ from trainmeter.agent import guard
 
 ENV_SOCKET = "TRAINMETER_SOCKET"
 ENV_NO_TAP = "TRAINMETER_NO_TAP"
+ENV_PAD_TOKENS = "TRAINMETER_PAD_TOKENS"  # "skip": count non-pad tokens (agent/pad_tokens.py)
 
 _agent: Agent | None = None
 
@@ -40,9 +41,11 @@ class Agent:
         self.rank = _env_int("RANK", 0)
         self.world_size = _env_int("WORLD_SIZE", 1)
         self.armed = armed
+        self.pad_skip = os.environ.get(ENV_PAD_TOKENS) == "skip"  # tm --pad-tokens skip
         self.step = 0  # optimizer steps of the clock optimizer, in this process
         self.torch_taps = None
         self.tracker_taps = None  # created when the user's code imports a tracker
+        self.framework_taps = None  # ... or the HF Trainer or Lightning (agent/frameworks.py)
         hello = {
             "ctl": "agent", "pid": os.getpid(), "rank": self.rank, "world_size": self.world_size,
             "local_rank": _env_int("LOCAL_RANK", 0), "host": socket.gethostname(),
@@ -90,13 +93,26 @@ class Agent:
             self.tracker_taps = TrackerTaps(self)
         self.tracker_taps.attach(module)
 
+    def attach_framework(self, module) -> None:
+        """Wrap the logging call of the HF Trainer or Lightning, just imported by the user."""
+        if self.framework_taps is None:
+            from trainmeter.agent.frameworks import FrameworkTaps
+
+            self.framework_taps = FrameworkTaps(self)
+        self.framework_taps.attach(module)
+
     def close(self) -> None:
+        from trainmeter.agent.frameworks import MODULES as FRAMEWORKS
         from trainmeter.agent.importhook import cancel
         from trainmeter.agent.trackers import MODULES
 
         cancel("torch", self.attach_torch)
         for name in MODULES:
             cancel(name, self.attach_tracker)
+        for name in FRAMEWORKS:
+            cancel(name, self.attach_framework)
+        if self.framework_taps is not None:
+            self.framework_taps.detach()
         if self.torch_taps is not None:
             self.torch_taps.detach()
         if self.tracker_taps is not None:
@@ -115,12 +131,15 @@ def install(socket_path: str, armed: bool = True, taps: bool = True) -> Agent | 
         from trainmeter.agent.importhook import when_imported
 
         _agent = Agent(socket_path, armed=armed)
-        if taps:  # --no-tap: neither torch nor tracker taps, emit() only
+        if taps:  # --no-tap: neither torch, tracker nor framework taps, emit() only
+            from trainmeter.agent.frameworks import MODULES as FRAMEWORKS
             from trainmeter.agent.trackers import MODULES
 
             when_imported("torch", _agent.attach_torch)
             for name in MODULES:
                 when_imported(name, _agent.attach_tracker)
+            for name in FRAMEWORKS:  # the HF Trainer and Lightning
+                when_imported(name, _agent.attach_framework)
         atexit.register(_at_exit)
         os.register_at_fork(after_in_child=_after_fork)
     except Exception as exc:
