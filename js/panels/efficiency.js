@@ -142,7 +142,11 @@ export function createEfficiency(view) {
       const avg = byConv(snap, "mfu_avg", conv);
       showFigure(mfu, m, percent, {
         tagText: conv,
-        subText: [peak ? peakLine(peak, snap) : "", isNum(avg) ? `run average ${percent(avg)} [${conv}]` : ""]
+        subText: [
+          peak ? peakLine(peak, snap) : "",
+          isNum(avg) ? `run average ${percent(avg)} [${conv}]` : "",
+          peak ? countingText(snap) : "",
+        ]
           .filter(Boolean)
           .join(" · "),
         title: peak ? peakTitle(peak) : null,
@@ -156,12 +160,7 @@ export function createEfficiency(view) {
       if (f !== null) fpt.set(si(f, "FLOP/token"), { tagText: conv });
       else fpt.missing("not measured yet", noteAbout(snap.notes, /flop|model|param/i) || "no model seen yet");
       others(fptOthers, table, conv, (v) => si(v, "FLOP"));
-      setText(
-        counted,
-        isNum(snap.flops_per_token_counted)
-          ? `${si(snap.flops_per_token_counted, "FLOP/token")} [counted]: executed FLOPs of one real step (recompute included)`
-          : `[counted] executed FLOPs: ${NOT_MEASURED}`,
-      );
+      setText(counted, countedText(snap));
       counted.classList.toggle("tm-unknown", !isNum(snap.flops_per_token_counted));
 
       // FLOPs spent against FLOPs required for the budget.
@@ -222,6 +221,22 @@ function peakLine(peak, snap) {
   const table = peak.verified === true ? " (datasheet)" : " (table, unverified)";
   const source = peak.source === "declared" ? " (declared)" : peak.source === "table" ? table : "";
   return `of ${si(peak.flops, "FLOP/s", 4)}${dtype}${gpus}${source}`;
+}
+
+/** Which tokens MFU counts (docs/spec.md "Tokens and padding"): "tokens: non-pad"; "" unknown. */
+export function countingText(snap) {
+  const c = str(snap.tokens_counting);
+  return c ? `tokens: ${c}` : "";
+}
+
+/** The executed-FLOPs line beside the conventions (docs/spec.md "Counted FLOPs"). */
+export function countedText(snap) {
+  const v = snap.flops_per_token_counted;
+  if (!isNum(v)) return `[counted] executed FLOPs: ${NOT_MEASURED}`;
+  const c = isObj(snap.flops_counted) ? snap.flops_counted : {};
+  const at = isNum(c.step) ? ` (step ${c.step})` : "";
+  const attention = c.attention === "none counted" ? "; no attention op counted" : "";
+  return `${si(v, "FLOP/token")} [counted]: executed FLOPs of one real step${at}, recompute included${attention}`;
 }
 
 function peakTitle(peak) {

@@ -28,6 +28,8 @@ from typing import Any
 
 from trainmeter.agent import guard
 from trainmeter.agent.describe import describe
+from trainmeter.agent.flop_count import FlopCount
+from trainmeter.agent.pad_tokens import pad_counter
 from trainmeter.agent.spans import Spans
 
 # Token tensors kept for the sender to count may outlive their step until the next flush
@@ -69,6 +71,8 @@ class TorchTaps:
         agent.sender.count_inputs = self._count_inputs
         # time spans (data waits, checkpoints, eval, warm-up) start and stop with these taps
         self.spans = Spans(agent, torch, root=lambda: self._root() if self._root else None)
+        self.pad = pad_counter(agent, torch)  # --pad-tokens skip, else None (pad_tokens.py)
+        self.flop_count = FlopCount(self)  # one step's executed FLOPs per run (flop_count.py)
 
     # -- attach / detach --------------------------------------------------------------------
     def attach(self) -> None:
@@ -95,6 +99,7 @@ class TorchTaps:
             mm.register_module_forward_hook(self._g_post, with_kwargs=True, always_call=True),
         ]
         self._spans("start", True)
+        self.flop_count.start(new_run=True)
 
     def new_segment(self) -> None:
         """A new %%trainmeter cell: the first optimizer to step in it becomes the clock."""
@@ -106,6 +111,7 @@ class TorchTaps:
         elif self._patched is None:
             self._wrap_forward(root)
         self._spans("start", False)
+        self.flop_count.start()
 
     def pause(self) -> None:
         """Between notebook cells: count nothing, hold no tensor or module, add no hook."""
@@ -114,6 +120,7 @@ class TorchTaps:
         self._roots.clear()
         self._forget_counts()
         self._spans("stop")
+        self.flop_count.stop()
 
     def _forget_counts(self) -> None:
         self.inputs = []
@@ -126,6 +133,7 @@ class TorchTaps:
         self._unwrap_forward()
         self._remove_global()
         self._spans("close")
+        self.flop_count.stop()
 
     def _spans(self, method: str, *args) -> None:
         try:
@@ -145,7 +153,7 @@ class TorchTaps:
         compiler = getattr(self.torch, "compiler", None)
         is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
         grad_enabled, tensor = self.is_grad_enabled, self.tensor_type
-        root_id, taps = id(root), self
+        root_id, taps, pad = id(root), self, self.pad
 
         @functools.wraps(orig)
         def forward(module, *args, **kwargs):
@@ -155,7 +163,8 @@ class TorchTaps:
                     x = args[0] if args else taps._kw_tensor(kwargs)
                     if isinstance(x, tensor):
                         inputs = taps.inputs
-                        inputs.append(x)  # counted off the hot path (_count_inputs)
+                        # counted off the hot path (_count_inputs); (ids, mask) to skip pads
+                        inputs.append(x if pad is None else (x, pad.mask(kwargs)))
                         if len(inputs) > MAX_INPUTS:  # forwards with no step: keep no more
                             taps._fold_inputs()
                 except Exception as exc:
@@ -217,6 +226,10 @@ class TorchTaps:
         tokens = samples = 0
         ints = self.int_dtypes
         for x in inputs:
+            if type(x) is tuple:  # (token ids, attention_mask) under --pad-tokens skip
+                tokens += self.pad.tokens(*x)
+                samples += x[0].shape[0] if x[0].shape else 1
+                continue
             shape = x.shape  # one call into C++; numel comes from the shape, not another call
             samples += shape[0] if shape else 1
             if x.dtype in ints:
@@ -230,6 +243,8 @@ class TorchTaps:
             return 0, 0
         samples = x.shape[0] if x.dim() else 1
         tokens = x.numel() if x.dtype in self.int_dtypes else 0
+        if tokens and self.pad is not None:
+            tokens = self.pad.tokens(x, self.pad.mask(kwargs))
         self.tokens += tokens
         self.samples += samples
         if tokens and self.seq_len is None:

@@ -1,0 +1,294 @@
+"""Counted FLOPs: one real training step under torch's ``FlopCounterMode`` (docs/spec.md
+"Counted FLOPs").
+
+Once per run, the clock optimizer's ``COUNT_STEP``-th step runs under
+``torch.utils.flop_counter.FlopCounterMode(display=False)``: the mode is entered at the root
+model's first training forward of that step and left at that step's optimizer pre-hook, so it
+sees the step's forwards (every micro-batch) and backwards, and not the optimizer's own update.
+The result (FLOP of the step, and the step's tokens from the agent's own count) goes out as one
+``flops_counted`` record; the engine divides the two. It sits beside the named conventions,
+never in their place (invariant 3).
+
+Why the third step: the root model is known only at the first optimizer step (torch_taps'
+discovery), and the first steps are not yet typical (lazy modules, the optimizer's state, AMP
+loss scaling skipping steps, recompilation on a second shape); the third is the first real step
+after both. The FLOPs of a step do not depend on warm-up, but the mode slows the step it
+watches (Python runs at every op), so that cost is better paid once things settle.
+
+Cost and safety. Until the second step, one global optimizer post-hook; from then until the
+counted step ends, one global module pre-hook (every module call takes torch's slow path for
+that one step); then nothing: every hook is removed (by the module pre-hook at the next module
+call, since removing an optimizer hook from inside an optimizer hook breaks torch's iteration
+over them). The mode computes FLOPs from shapes on the host as ops are dispatched; it never
+reads a tensor's value, so on CUDA it adds no synchronization (the counted step only runs
+slower on the host). Numerics are unchanged: the ops run as they would, and the per-module
+tracker (global module hooks, extra autograd hooks) is replaced by a null one, since only the
+total is kept. An error in a FLOPs formula is caught inside the dispatch and ends counting;
+any other error turns the counter off (``guard``); the user's loop never sees either.
+
+Not counted when ``torch.compile`` is in use (a compiled model or module, or any frame Dynamo
+compiled in this process): Dynamo skips compiled code while a dispatch mode is active, so the
+step would run eagerly, with other numerics, or its compiled part would go uncounted.
+
+Attention on CPU: torch 2.13's registry has formulas for the CUDA SDPA kernels (flash,
+efficient, cuDNN) but not for the CPU one (``_scaled_dot_product_flash_attention_for_cpu`` and
+its backward), so a CPU step would miss attention entirely. These two ops are mapped onto torch's
+own formulas for ``_scaled_dot_product_flash_attention`` (same argument order), and the record
+lists what was mapped. torch counts the full T x T square even for causal attention, and the
+backward counts flash attention's recompute of the scores.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from trainmeter.agent import guard
+
+NAME = "counted FLOPs"
+COUNT_STEP = 3  # the clock optimizer's step that is counted (module docstring says why)
+MAX_FORWARDS = 64  # root forwards in the counted step past which it is abandoned (no step came)
+MAX_OPS = 32  # op names kept in the record's breakdown
+# CPU kernels torch's registry lacks -> the CUDA kernel whose formula applies unchanged
+_SAME_FORMULA = (
+    ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention"),
+    ("_scaled_dot_product_flash_attention_for_cpu_backward",
+     "_scaled_dot_product_flash_attention_backward"),
+)  # fmt: skip
+
+
+class _GlobalOnly:
+    """Stands in for FlopCounterMode's ModuleTracker: every count goes to "Global", and no
+    module or autograd hook is added."""
+
+    parents = frozenset({"Global"})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args) -> None:
+        return None
+
+
+class FlopCount:
+    """Counts one step's executed FLOPs for a :class:`trainmeter.agent.torch_taps.TorchTaps`.
+
+    Args:
+        taps: the torch taps (root model, clock optimizer, token count, agent).
+    """
+
+    def __init__(self, taps) -> None:
+        self.taps = taps
+        self.done = False  # counted (or refused) in this run
+        self.state = "off"  # off | wait | armed | counting | finished
+        self._handles: dict = {}  # name -> RemovableHandle
+        self._counter = None
+        self.mapped: list[str] = []  # CPU ops given torch's CUDA formula (_SAME_FORMULA)
+        self._forwards = 0
+        self._error: BaseException | None = None
+
+    # -- called by the taps (never from inside a hook) --------------------------------------
+    def start(self, new_run: bool = False) -> None:
+        """Wait for the ``COUNT_STEP``-th step of this run (a no-op once counted)."""
+        try:
+            if new_run:
+                self.stop()
+                self.done = False
+            if self.done or self.state != "off" or guard.is_off(NAME):
+                return
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            self._handles["post"] = register_optimizer_step_post_hook(self._after_step)
+            self.state = "wait"
+        except Exception as exc:
+            self._fail(exc)
+
+    def stop(self) -> None:
+        """Drop a count in progress and every hook (a cell ended, or the agent detaches)."""
+        try:
+            self._leave_mode()
+        except Exception as exc:
+            guard.failed(NAME, exc)
+        for handle in self._handles.values():
+            handle.remove()
+        self._handles.clear()
+        self.state = "off"
+
+    # -- hooks ------------------------------------------------------------------------------
+    def _after_step(self, optimizer, args, kwargs) -> None:
+        """Optimizer post-hook until ``COUNT_STEP - 1`` steps: then arm the forward hook."""
+        try:
+            taps = self.taps
+            if self.state != "wait" or id(optimizer) != taps.clock_id:
+                return
+            if taps.agent.step < COUNT_STEP - 1:
+                return
+            from torch.nn.modules.module import register_module_forward_pre_hook
+
+            reason = self._refusal()
+            self.state = "finished" if reason else "armed"
+            if reason:
+                self.done = True
+                self._note(f"not counted: {reason}")
+            # this hook cannot remove itself here (torch is iterating its hooks): the module
+            # pre-hook does it at the next module call
+            self._handles["fwd"] = register_module_forward_pre_hook(self._on_forward)
+        except Exception as exc:
+            self._fail(exc)
+
+    def _on_forward(self, module, args) -> None:
+        """Global module pre-hook: enter the mode at the root's first training forward; remove
+        every hook once the count is over."""
+        try:
+            if self.state == "finished":
+                if self._leave_mode():  # else another mode is still inside ours: next call
+                    self.stop()
+                return
+            taps, torch = self.taps, self.taps.torch
+            root = taps._root() if taps._root is not None else None
+            if module is not root or not torch.is_grad_enabled():
+                return
+            if self.state == "armed":
+                self._enter()
+            elif self.state == "counting":
+                self._forwards += 1
+                if self._forwards > MAX_FORWARDS:
+                    self._finish(f"no optimizer step after {MAX_FORWARDS} forwards")
+        except Exception as exc:
+            self._fail(exc)
+
+    def _before_step(self, optimizer, args, kwargs) -> None:
+        """Optimizer pre-hook of the counted step: leave the mode, send the count."""
+        try:
+            if self.state != "counting" or id(optimizer) != self.taps.clock_id:
+                return
+            counter, error = self._counter, self._error
+            if not self._leave_mode():
+                self._finish("another dispatch mode was still active at the optimizer step")
+                return
+            if error is not None:
+                raise error
+            if self.taps.off:  # the token count stopped during the step
+                self._finish("the token count stopped during the step")
+                return
+            self._send(counter)
+            self._finish(None)
+        except Exception as exc:
+            self._fail(exc)
+
+    # -- the count --------------------------------------------------------------------------
+    def _enter(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+        from torch.utils.flop_counter import FlopCounterMode
+
+        torch = self.taps.torch
+        counter = FlopCounterMode(display=False)
+        registry = getattr(counter, "flop_registry", None)
+        known = isinstance(registry, dict) and all(
+            hasattr(counter, a) for a in ("mod_tracker", "mode", "get_flop_counts")
+        )
+        if not known or not callable(getattr(counter, "_count_flops", None)):
+            self._finish("this torch's FlopCounterMode is not the one trainmeter was built for")
+            return
+        self.mapped = _map_cpu_attention(torch.ops.aten, registry)
+        counter.mod_tracker = _GlobalOnly()
+        counter._count_flops = self._guarded(counter._count_flops)
+        self._handles.pop("post").remove()  # safe here: torch is not iterating optimizer hooks
+        self._handles["pre"] = register_optimizer_step_pre_hook(self._before_step)
+        self._forwards, self._error = 1, None
+        counter.__enter__()
+        self._counter, self.state = counter, "counting"
+
+    def _guarded(self, count):
+        """``FlopCounterMode._count_flops`` that never raises into the op being dispatched: the
+        first error is kept (ending the count) and the op's output passes through."""
+
+        def count_flops(func_packet, out, args, kwargs):
+            if self._error is None:
+                try:
+                    return count(func_packet, out, args, kwargs)
+                except Exception as exc:
+                    self._error = exc
+            return out
+
+        return count_flops
+
+    def _leave_mode(self) -> bool:
+        """Exit the mode if it is the innermost one (else False: try again later)."""
+        counter = self._counter
+        if counter is None:
+            return True
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        if _get_current_dispatch_mode() is not counter.mode:
+            return False
+        self._counter = None
+        counter.__exit__(None, None, None)
+        return True
+
+    def _send(self, counter) -> None:
+        taps = self.taps
+        by_op = counter.get_flop_counts().get("Global", {})
+        ops = {str(k): int(v) for k, v in list(by_op.items())[:MAX_OPS]}
+        tokens = taps.tokens + taps._count_inputs(taps.inputs)[0]  # this step's, metadata only
+        attention = "counted" if any("attention" in k for k in ops) else "none counted"
+        put = getattr(taps.agent, "put", None)
+        if put is not None:
+            put("flops_counted", rank=getattr(taps.agent, "rank", 0), step=taps.agent.step + 1,
+                flops=int(counter.get_total_flops()), tokens=tokens or None,
+                attention=attention, mapped=self.mapped, ops=ops)  # fmt: skip
+
+    def _refusal(self) -> str | None:
+        taps = self.taps
+        root = taps._root() if taps._root is not None else None
+        if root is None:
+            return "no root model was found"
+        if _compiled(root):
+            return ("torch.compile is in use: under a dispatch mode, compiled code would run "
+                    "eagerly (other numerics) or go uncounted")  # fmt: skip
+        return None
+
+    def _finish(self, reason: str | None) -> None:
+        """The count is over: hooks go at the next module call (see the module docstring)."""
+        self.done, self.state = True, "finished"
+        if reason:
+            self._note(f"not counted: {reason}")
+        if "fwd" not in self._handles:
+            from torch.nn.modules.module import register_module_forward_pre_hook
+
+            self._handles["fwd"] = register_module_forward_pre_hook(self._on_forward)
+
+    def _fail(self, exc: BaseException) -> None:
+        guard.failed(NAME, exc)
+        self._note(f"stopped after an internal error: {type(exc).__name__}: {exc}")
+        try:
+            self._finish(None)
+        except Exception:
+            self.state = "finished"
+
+    def _note(self, text: str) -> None:
+        put = getattr(self.taps.agent, "put", None)
+        if put is not None:
+            put("note", text=f"{NAME}: {text}", source="trainmeter")
+
+
+def _compiled(root) -> bool:
+    """Whether ``root`` or a module in it is compiled, or Dynamo has compiled any frame in this
+    process (its counters exist only once ``torch._dynamo`` is loaded)."""
+    if hasattr(root, "_orig_mod"):  # torch.compile(model) returns an OptimizedModule
+        return True
+    if any(getattr(m, "_compiled_call_impl", None) is not None for m in root.modules()):
+        return True  # Module.compile()
+    counters = getattr(sys.modules.get("torch._dynamo.utils"), "counters", None)
+    return bool(counters and counters.get("frames", {}).get("ok"))
+
+
+def _map_cpu_attention(aten, registry: dict) -> list[str]:
+    """Give the CPU attention ops torch's own formula for the same computation on CUDA;
+    returns the names mapped (none when this torch already counts them)."""
+    mapped = []
+    for op, same in _SAME_FORMULA:
+        src, dst = getattr(aten, op, None), getattr(aten, same, None)
+        if src is not None and src not in registry and dst in registry:
+            registry[src] = registry[dst]
+            mapped.append(op)
+    return mapped
