@@ -1,0 +1,146 @@
+"""``tm export {csv,mlflow,wandb}``: every series at full resolution with its steps, FLOPs and
+MFU figures named by convention, the passport as the summary; each read back by its own reader
+(Python's csv module, MLflow's client, W&B's offline reader ``wandb leet inspect``).
+
+The run is test_passport_cli.known_run: 1000 tokens a step, one step a second, 2 GPUs at a
+declared 1 GFLOP/s, so by hand tokens/s = 1000 at every timed step and MFU[hf] = 1000 x 5400
+/ (2 x 1e9) = 0.0027, MFU[titan] = 1000 x 6168 / 2e9 = 0.003084 (FLOPs per token derived there).
+"""
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import _env
+from test_passport_cli import known_run, tm, write_run
+
+from trainmeter.core.engine import replay
+from trainmeter.core.timeline import DEFAULT_CAP
+
+MFU_HF, MFU_TITAN = 1000 * 5400 / 2e9, 1000 * 6168 / 2e9
+
+
+def _run(tmp_path, n):
+    """A known run of ``n`` one-second steps; returns its .trainmeter folder."""
+    steps = tuple(float(i) for i in range(1, n + 1))
+    return str(write_run(tmp_path, known_run(steps=steps, end=n + 1.0)).parents[1])
+
+
+def _by_series(rows):
+    out = {}
+    for r in rows:
+        out.setdefault(r["series"], []).append(r)
+    return out
+
+
+def test_csv_holds_every_point_of_every_series_not_the_thinned_chart(tmp_path, capsys):
+    n = DEFAULT_CAP + 500  # more points than the live chart keeps of one series
+    root = _run(tmp_path, n)
+    out = tmp_path / "series.csv"
+    rc, _, err = tm(capsys, "export", "csv", "--dir", root, "--out", str(out))
+    assert rc == 0 and str(out) in err
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["series", "step", "t", "value"]
+    s = _by_series(rows)
+    loss = s["train_loss"]
+    assert [int(r["step"]) for r in loss] == list(range(1, n + 1))
+    assert [float(r["value"]) for r in loss] == [1.0 / i for i in range(1, n + 1)]
+    assert [float(r["t"]) for r in loss] == [float(i) for i in range(1, n + 1)]  # s after start
+    with open(next((tmp_path / ".trainmeter/runs").iterdir()) / "run.jsonl", "rb") as f:
+        assert replay(f).timeline.sizes()["train_loss"] < n  # the chart thinned; the CSV not
+    assert [int(r["step"]) for r in s["tokens"]] == list(range(1, n + 1))
+    assert float(s["tokens"][-1]["value"]) == 1000 * n
+    rate = s["tokens_per_s"]  # step 1 is untimed
+    assert len(rate) == n - 1 and {float(r["value"]) for r in rate} == {1000.0}
+    for name, mfu in (("mfu/hf", MFU_HF), ("mfu/titan", MFU_TITAN)):
+        assert len(s[name]) == n - 1
+        assert all(float(r["value"]) == pytest.approx(mfu) for r in s[name])
+    assert "mfu/megatron" not in s  # no FLOPs per token under megatron: no series, not zeros
+    util = s["gpu0/gpu_util"]  # GPU counters: at their readings (t), with the step count then
+    assert [(float(r["t"]), float(r["value"])) for r in util] == [(1.0, 0.25), (float(n), 0.75)]
+
+
+def test_csv_with_the_passport_names_each_figure_by_convention(tmp_path, capsys):
+    root = _run(tmp_path, 4)
+    out = tmp_path / "run.csv"
+    assert tm(capsys, "export", "csv", "--dir", root, "--out", str(out), "--passport")[0] == 0
+    with open(tmp_path / "run-passport.csv", newline="") as f:
+        figures = dict(csv.reader(f))
+    assert figures["convention"] == "hf"
+    assert float(figures["flops_spent/hf"]) == 4 * 1000 * 5400  # tokens x FLOP/token
+    assert float(figures["mfu_avg/titan"]) == pytest.approx(MFU_TITAN)
+    assert "flops_spent/megatron" not in figures  # unknown: left out, never 0
+
+
+def test_mlflow_run_reads_back_with_mlflow_client(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3: opt in to a file store
+    from mlflow.tracking import MlflowClient
+
+    root = _run(tmp_path, 50)
+    store = tmp_path / "mlruns"
+    rc, _, err = tm(capsys, "export", "mlflow", "--dir", root, "--out", str(store))
+    assert rc == 0, err
+    client = MlflowClient(tracking_uri=f"file:{store}")
+    (run,) = client.search_runs([client.get_experiment_by_name("trainmeter").experiment_id])
+    rid = run.info.run_id
+    loss = client.get_metric_history(rid, "train_loss")
+    assert sorted((m.step, m.value) for m in loss) == [(i, 1.0 / i) for i in range(1, 51)]
+    mfu = client.get_metric_history(rid, "mfu/hf")
+    assert len(mfu) == 49 and all(m.value == pytest.approx(MFU_HF) for m in mfu)
+    assert run.data.metrics["passport/flops_spent/hf"] == 50 * 1000 * 5400
+    assert run.data.metrics["passport/mfu_avg/hf"] == pytest.approx(MFU_HF)
+    assert run.data.params["convention"] == "hf"
+    assert run.data.params["conventions"] == "hf,megatron,titan,embeddings"
+    assert run.info.status == "FINISHED" and run.info.run_name == "known"
+    assert run.info.start_time == 1_700_000_000_000  # the training run's start (ms)
+    assert {a.path for a in client.list_artifacts(rid)} == {"passport.md", "passport.json"}
+
+
+def test_a_missing_tracker_package_says_what_to_install(tmp_path, capsys, monkeypatch):
+    root = _run(tmp_path, 4)
+    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb now raises ImportError
+    rc, out, err = tm(capsys, "export", "wandb", "--dir", root)
+    assert rc == 2 and out == ""
+    assert err == "tm: export wandb needs the wandb package: pip install wandb\n"
+
+
+def test_an_unknown_target_or_run_is_one_clear_line(tmp_path, capsys):
+    rc, _, err = tm(capsys, "export", "tensorboard", "--dir", str(tmp_path))
+    assert rc == 2 and "invalid choice: 'tensorboard'" in err and err.count("\n") == 1
+    rc, _, err = tm(capsys, "export", "csv", "nope", "--dir", str(tmp_path))
+    assert rc == 1 and err.startswith("tm: no run matching 'nope'")
+
+
+def _leet(path, *flags):
+    """W&B's offline reader: ``wandb leet inspect --json`` prints a run's records as JSON."""
+    cmd = [sys.executable, "-m", "wandb", "leet", "inspect", "--json", *flags, str(path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env())
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.slow
+def test_wandb_offline_run_reads_back_with_the_wandb_offline_reader(tmp_path):
+    root = _run(tmp_path, 30)
+    cmd = [sys.executable, "-m", "trainmeter.cli", "export", "wandb", "--dir", root,
+           "--out", str(tmp_path / "wb")]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env())
+    assert done.returncode == 0, done.stderr
+    (offline,) = (tmp_path / "wb" / "wandb").glob("offline-run-*")
+    history = [json.loads(x)["history"]["item"] for x in _leet(offline).splitlines()
+               if '"type":"history"' in x]  # fmt: skip
+    loss = [(h["step"], h["train_loss"]) for h in history if "train_loss" in h]
+    assert loss == [(i, 1.0 / i) for i in range(1, 31)]  # every step, on the step axis
+    mfu = [h["mfu/titan"] for h in history if "mfu/titan" in h]
+    assert len(mfu) == 29 and all(v == pytest.approx(MFU_TITAN) for v in mfu)
+    util = [(h["time_s"], h["gpu0/gpu_util"]) for h in history if "gpu0/gpu_util" in h]
+    assert util == [(1.0, 0.25), (30.0, 0.75)]  # GPU counters on the time axis
+    summary = json.loads(_leet(offline, "--summary"))
+    assert summary["config"]["convention"] == "hf"
+    assert summary["config"]["conventions"] == "hf,megatron,titan,embeddings"
+    assert summary["summary"]["flops_spent/hf"] == 30 * 1000 * 5400
+    assert summary["summary"]["mfu_avg/titan"] == pytest.approx(MFU_TITAN)
+    assert summary["summary"]["tokens"] == 30_000 and summary["state"] == "finished"

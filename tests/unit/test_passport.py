@@ -1,0 +1,148 @@
+"""The run passport (core/passport.py) and its files at a run's close (supervisor/live.py).
+
+The hand-computed figures of a whole run are in tests/integration/test_passport_cli.py (through
+``tm passport --json``); here: unknowns, convention names, Markdown, the flat figures, the files.
+"""
+
+import json
+import re
+
+import pytest
+from conftest import Clock
+
+from trainmeter._version import __version__
+from trainmeter.core import passport, records
+from trainmeter.core.engine import replay
+from trainmeter.exports import passport_files
+from trainmeter.supervisor.live import Live
+
+CONVENTIONS = ("hf", "megatron", "titan", "embeddings")
+
+
+def _snap(**over):
+    """A finished run's snapshot by hand: 2 GPUs, a declared peak, titan shown first."""
+    snap = {
+        "run": {"id": "r1", "name": "demo", "state": "finished", "exit_code": 0,
+                "started": 1_700_000_000.0, "ended": 1_700_003_600.0, "version": "0.1.0"},
+        "step": 10, "tokens": 1000, "samples": 10, "elapsed_s": 3000.0,
+        "tokens_per_s_avg": 0.5, "convention": "titan",
+        "model": {"name": "gpt|tiny", "params": 2_000_000, "embedding_params": 500_000,
+                  "layers": 2, "width": 8, "heads": 2, "vocab": 50, "seq_len": 4},
+        "flops_per_token": {"hf": 9e6, "megatron": None, "titan": 9.5e6, "embeddings": 1.2e7},
+        "flops_spent": {"hf": 9e9, "megatron": None, "titan": 9.5e9, "embeddings": 1.2e10},
+        "mfu_avg": {"hf": 0.1, "megatron": None, "titan": 0.2, "embeddings": 0.3},
+        "peak": {"flops": 1e12, "dtype": "bf16", "device": "unknown", "source": "declared",
+                 "citation": "declared by the user", "verified": False},
+        "gpus": 2, "gpu_hours": 2 * 3000 / 3600, "energy_j": 7.2e6, "dtype": "bf16",
+        "hardware": None, "flops_per_token_counted": None, "notes": [],
+    }  # fmt: skip
+    snap.update(over)
+    return snap
+
+
+def test_known_figures_pass_through_with_units_changed_only():
+    p = passport.build(_snap(), version="9.9")
+    assert p["started"] == "2023-11-14T22:13:20Z"  # 1.7e9 s after the epoch (a known date)
+    assert p["ended"] == "2023-11-14T23:13:20Z"  # one hour later
+    assert p["wall_s"] == 3600.0 and p["duration_s"] == 3000.0
+    assert p["model"]["params_without_embeddings"] == 1_500_000  # 2,000,000 - 500,000
+    assert p["energy_kwh"] == pytest.approx(2.0)  # 7.2e6 J / 3.6e6 J per kWh
+    assert p["mfu"] == {"convention": "titan", "value": 0.2, "average": "run",
+                        "by_convention": {"hf": 0.1, "megatron": None, "titan": 0.2,
+                                          "embeddings": 0.3}}  # fmt: skip
+    assert p["trainmeter_version"] == "0.1.0" and p["written_by"] == "9.9"
+    # no device named anywhere (the declared peak's "unknown" is no name): null, with why
+    assert p["hardware"] == {"device": None, "count": 2, "devices": [], "backend": None}
+    assert p["unknown"]["hardware.device"] == "the agent and the GPU sampler named no device"
+
+
+def test_unknown_figures_are_null_with_a_reason_and_never_filled_in():
+    note = "no MFU: no dense peak is known for cpu; declare one with --peak"  # the engine's
+    snap = _snap(model=None, flops_per_token={}, flops_spent={}, mfu_avg=None, peak=None,
+                 energy_j=None, gpus=0, gpu_hours=None, dtype=None, tokens_per_s_avg=None,
+                 notes=[note])  # fmt: skip
+    snap["run"] = {**snap["run"], "ended": None}
+    p = passport.build(snap)
+    for key in ("energy_j", "energy_kwh", "gpu_hours", "dtype", "ended", "tokens_per_s_avg"):
+        assert p[key] is None and p["unknown"][key], key
+    assert p["model"] is None and "forward pass" in p["unknown"]["model"]
+    assert set(p["flops_per_token"]) == set(CONVENTIONS)
+    assert all(v is None for v in p["flops_per_token"].values())
+    assert p["mfu"]["value"] is None
+    assert p["unknown"]["mfu.value"] == "no dense peak is known for cpu; declare one with --peak"
+    md = passport.markdown(p)
+    assert "unknown (no run_end record in the log" in md
+    assert "unknown (not measured: it comes from the GPUs' NVML energy counter" in md
+    assert "n/a" not in md and "None" not in md
+
+
+def test_every_flops_and_mfu_figure_names_its_convention_shown_one_first():
+    md = passport.markdown(passport.build(_snap()))
+    rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
+    for row in ("FLOPs spent", "FLOPs per token", "MFU"):
+        named = re.findall(r"\[([a-z, ]+)\]", rows[row])  # "[hf]", "[megatron, titan]"
+        assert sorted(c for group in named for c in group.split(", ")) == sorted(CONVENTIONS)
+    assert rows["FLOPs spent"].split(" | ")[1].startswith("9.50 GFLOP [titan]")
+    assert rows["MFU"].split(" | ")[1].startswith("20.0% [titan] · 10.0% [hf]")
+    assert "unknown [megatron]" in rows["MFU"]
+
+
+def test_markdown_keeps_a_name_from_training_code_inside_its_table_cell():
+    md = passport.markdown(passport.build(_snap()))
+    assert "gpt\\|tiny" in md  # the pipe is escaped: the table keeps two columns
+    rows = [line for line in md.splitlines() if line.startswith("|")]
+    assert all(row.count("|") - row.count("\\|") == 3 for row in rows)  # two cells a row
+
+
+def test_flat_figures_carry_their_convention_and_leave_unknowns_out():
+    config, summary = passport.flat(passport.build(_snap()))
+    assert config["convention"] == "titan"
+    assert config["conventions"] == "hf,megatron,titan,embeddings"
+    assert summary["flops_spent/hf"] == 9e9 and summary["mfu_avg/embeddings"] == 0.3
+    assert summary["flops_per_token/titan"] == 9.5e6
+    assert "flops_spent/megatron" not in summary and "mfu_avg/megatron" not in summary
+    named = [k for k in summary if k.startswith(("mfu", "flops_spent", "flops_per_token/"))]
+    assert len(named) == 9 and all(k.split("/")[1] in CONVENTIONS for k in named)  # 3 x 3 known
+
+
+# -- files at the run's close ----------------------------------------------------------------
+def _closed_run(tmp_path, monkeypatch=None, fail=None):
+    if fail is not None:
+        monkeypatch.setattr(passport_files, "write", fail)
+    clock = Clock()
+    live = Live(root=tmp_path, clock=clock)
+    live.open_run("demo", ["train.py"], {"peak_flops": 1e12})
+    model = {"params": 1000, "embedding_params": 100, "token_embedding_params": 100}
+    recs = [records.make("model", clock.t, **model)]
+    for step in (1, 2, 3):
+        clock.tick(1.0)
+        recs.append(records.make("step", clock.t, step=step, rank=0, tokens=10))
+    live.ingest(recs)
+    clock.tick(1.0)
+    live.close_run("ok", 0)
+    return live.log_path.parent
+
+
+def test_closing_a_run_writes_the_passport_that_replay_of_its_log_gives(tmp_path):
+    folder = _closed_run(tmp_path)
+    written = json.loads((folder / "passport.json").read_text())
+    with open(folder / "run.jsonl", "rb") as f:
+        assert written == passport.build(replay(f).snapshot(), version=__version__)
+    assert written["tokens"] == 30 and written["flops_spent"]["hf"] == 30 * 5400  # 6 x 900
+    assert (folder / "passport.md").read_text() == passport.markdown(written)
+
+
+def test_a_passport_that_cannot_be_written_is_noted_and_the_log_still_closes(
+    tmp_path, monkeypatch, capsys
+):
+    def refuse(folder, snap):
+        raise OSError(28, "No space left on device")
+
+    folder = _closed_run(tmp_path, monkeypatch, refuse)
+    assert not (folder / "passport.json").exists()
+    lines = [json.loads(x) for x in (folder / "run.jsonl").read_text().splitlines()]
+    assert [r["k"] for r in lines[-2:]] == ["run_end", "note"]
+    assert "passport not written: OSError" in lines[-1]["text"]
+    assert "passport not written" in capsys.readouterr().err
+    rebuilt, was_rebuilt = passport_files.load(folder)  # tm passport still has one to show
+    assert was_rebuilt and rebuilt["tokens"] == 30

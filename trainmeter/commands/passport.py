@@ -1,0 +1,39 @@
+"""``tm passport [RUN] [--json] [--dir D]``: print a run's passport (Markdown, or its JSON).
+
+Reads ``passport.json`` from the run folder; a run without one (an older trainmeter, a killed
+supervisor, a run still open) gets it rebuilt from ``run.jsonl``, and a line on stderr says
+so. Nothing is written. Definitions: docs/spec.md "Passport and exports".
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from trainmeter.cli import _Parser
+from trainmeter.core.passport import markdown
+from trainmeter.exports import passport_files
+from trainmeter.supervisor.store import find_run
+
+
+def main(argv: list[str]) -> int:
+    """Exit 0 printed, 1 no such run or unreadable log, 2 bad usage."""
+    p = _Parser(
+        prog="tm passport",
+        description="Print a run's passport: model size, tokens, "
+        "FLOPs under each convention, MFU, GPU-hours, energy, hardware, dates.",
+    )
+    p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
+    p.add_argument("--json", action="store_true", help="print the passport as JSON")
+    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
+    args = p.parse_args(argv)
+    try:
+        folder = find_run(args.run, args.dir)
+        passport, rebuilt = passport_files.load(folder)
+    except (FileNotFoundError, OSError) as exc:
+        print(f"tm: {exc}", file=sys.stderr)
+        return 1
+    if rebuilt:
+        print(f"tm: {folder} has no passport; rebuilt from its log", file=sys.stderr)
+    sys.stdout.write(json.dumps(passport, indent=2) + "\n" if args.json else markdown(passport))
+    return 0

@@ -1,0 +1,500 @@
+"""The run passport: a finished run's model-card summary, built from the engine's snapshot.
+
+:func:`build` turns a snapshot (docs/spec.md "Snapshot") into a plain JSON-able dict,
+:func:`markdown` renders it for people, :func:`flat` lays it out as named scalars for the
+trackers (``tm export``). All three are pure: no clock, no files, no figure computed here that
+the snapshot does not hold, except unit changes (J to kWh) and date formatting. The names and
+figures follow the dashboard's passport panel (``js/panels/passport.js``): parameters with and
+without embeddings, FLOPs spent under the convention shown first with every other convention
+beside it, MFU and throughput as run averages, GPU-hours, energy, hardware, dtype, dates.
+
+A figure that is not known is ``None`` (null in JSON) and ``unknown`` names why, keyed by its
+dotted path (``"mfu.value": "no dense peak is known for cpu; ..."``); the Markdown prints
+"unknown (why)". Nothing is ever filled in by guess (invariant 3: every FLOPs or MFU figure
+carries its convention's name).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from trainmeter.core.flops import CONVENTIONS, DEFAULT_CONVENTION
+from trainmeter.core.units import format_duration, format_si
+
+PASSPORT_VERSION = 1  # the passport's own schema; bumped when a key changes meaning
+J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s (definition)
+
+WHY_NO_MODEL = "no model seen: the agent reports it at the first training forward pass"
+WHY_NO_SHAPE = (
+    "the model record lacks a shape field the convention needs: layers, heads, sequence "
+    "length; megatron also width, FFN and vocabulary"
+)
+WHY_NO_TIMED_STEP = "no timed step: throughput needs two optimizer steps in one segment"
+_SUMMARY_KEYS = (  # passport keys that go to a tracker's summary under their own name
+    "steps", "tokens", "samples", "duration_s", "wall_s", "gpu_hours", "energy_j",
+    "energy_kwh", "tokens_per_s_avg", "flops_per_token_counted",
+)  # fmt: skip
+_MODEL_KEYS = ("name", "layers", "width", "heads", "vocab", "seq_len", "context")
+
+
+def build(snap: dict[str, Any], *, version: str | None = None) -> dict[str, Any]:
+    """The passport of the run a snapshot describes.
+
+    Args:
+        snap: an :class:`~trainmeter.core.engine.Engine` snapshot (a finished run's, normally:
+            a running one gives the figures so far, with no end date).
+        version: the trainmeter version writing the passport (``written_by``); the version that
+            recorded the run is the snapshot's ``run.version``.
+    Returns:
+        A JSON-able dict; keys and units in docs/spec.md "Passport and exports". Counts are
+        ints, FLOPs in FLOP, FLOPs per token in FLOP/token, energy in J and kWh, durations in s,
+        MFU a fraction, throughput in tokens/s, dates ISO 8601 UTC.
+    Raises:
+        Nothing for a snapshot of the documented shape; a missing key reads as unknown.
+    """
+    why: dict[str, str] = {}
+    run = _dict(snap.get("run"))
+    out: dict[str, Any] = {
+        "passport": PASSPORT_VERSION,
+        "run": {k: run.get(k) for k in ("id", "name", "state", "exit_code")},
+        "trainmeter_version": _known(
+            run.get("version"), why, "trainmeter_version", "not in the run log's run_start record"
+        ),
+        "written_by": version,
+    }
+    out.update(_dates(run, snap.get("elapsed_s"), why))
+    out["model"] = _model(snap.get("model"), why)
+    out["steps"] = snap.get("step")
+    out["tokens"] = snap.get("tokens")
+    out["samples"] = snap.get("samples")
+    out.update(_flops(snap, why))
+    out.update(_hardware(snap, why))
+    out["mfu"] = _mfu(snap, out["convention"], why)
+    out["tokens_per_s_avg"] = _known(
+        snap.get("tokens_per_s_avg"), why, "tokens_per_s_avg", WHY_NO_TIMED_STEP
+    )
+    out["unknown"] = why
+    out["notes"] = [str(n) for n in snap.get("notes") or []]
+    return out
+
+
+def _dict(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _known(value: Any, why: dict[str, str], key: str, reason: str) -> Any:
+    """``value``, noting ``reason`` under ``key`` when it is None."""
+    if value is None:
+        why[key] = reason
+    return value
+
+
+def iso_utc(t: float | None) -> str | None:
+    """Seconds since the Unix epoch as ISO 8601 in UTC, to the second: ``2023-11-14T22:13:20Z``
+    (None for None). Source: ISO 8601-1:2019, the ``Z`` designator for UTC."""
+    if not _num(t):
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _dates(run: dict, elapsed: Any, why: dict[str, str]) -> dict[str, Any]:
+    """``started``/``ended`` (ISO UTC), ``duration_s`` (time inside segments, what GPU-hours
+    counts) and ``wall_s`` (end less start, the gaps between notebook cells included)."""
+    start, end = run.get("started"), run.get("ended")
+    if not _num(start):
+        why["started"] = "no run_start record in the log"
+    if not _num(end):
+        why["ended"] = (
+            "no run_end record in the log: the run is still open, or its supervisor "
+            "was killed before it could close the log"
+        )
+    wall = end - start if _num(start) and _num(end) else None
+    if wall is None:
+        why["wall_s"] = why.get("ended") or why["started"]
+    return {
+        "started": iso_utc(start),
+        "ended": iso_utc(end),
+        "duration_s": elapsed if _num(elapsed) else None,
+        "wall_s": wall,
+    }
+
+
+def _model(m: Any, why: dict[str, str]) -> dict[str, Any] | None:
+    """Name, shape and parameter counts; ``params_without_embeddings = params -
+    embedding_params`` (what ``transformers``' ``num_parameters(exclude_embeddings=True)``
+    gives, docs/spec.md "FLOPs per token")."""
+    if not isinstance(m, dict):
+        why["model"] = WHY_NO_MODEL
+        return None
+    params, emb = m.get("params"), m.get("embedding_params")
+    without = params - emb if _num(params) and _num(emb) else None
+    out = {
+        "name": m.get("name"),
+        "params": params,
+        "params_without_embeddings": without,
+        "embedding_params": emb,
+    }
+    out.update({k: m.get(k) for k in _MODEL_KEYS[1:]})
+    for k in ("params", "params_without_embeddings", "embedding_params"):
+        if out[k] is None:
+            why[f"model.{k}"] = "not in the agent's model record"
+    return out
+
+
+def _flops(snap: dict, why: dict[str, str]) -> dict[str, Any]:
+    """FLOPs per token and FLOPs spent (tokens x FLOPs per token) under every convention, by
+    name, as the snapshot has them; the counted figure beside them, never in their place."""
+    conv = snap.get("convention") or DEFAULT_CONVENTION
+    fpt, spent = _dict(snap.get("flops_per_token")), _dict(snap.get("flops_spent"))
+    names = [c for c in CONVENTIONS if c in fpt] + sorted(c for c in fpt if c not in CONVENTIONS)
+    if not names:
+        names = list(CONVENTIONS)
+    out = {"convention": conv, "flops_per_token": {}, "flops_spent": {}}
+    for c in names:
+        reason = WHY_NO_MODEL if not fpt else WHY_NO_SHAPE
+        out["flops_per_token"][c] = _known(fpt.get(c), why, f"flops_per_token.{c}", reason)
+        out["flops_spent"][c] = _known(spent.get(c), why, f"flops_spent.{c}", reason)
+    out["flops_per_token_counted"] = _known(
+        snap.get("flops_per_token_counted"),
+        why,
+        "flops_per_token_counted",
+        "not measured: one step under torch.utils.flop_counter.FlopCounterMode",
+    )
+    return out
+
+
+def _device_name(snap: dict) -> str | None:
+    """The device as a person names it, in the dashboard's order (js/derive.js ``deviceLine``):
+    the model's NVML name, the sampler's first GPU, the peak's device, the model's device; a
+    declared peak's "unknown" device is skipped."""
+    m, peak = _dict(snap.get("model")), _dict(snap.get("peak"))
+    gpus = [g for g in _dict(snap.get("hardware")).get("gpus") or [] if isinstance(g, dict)]
+    named = [
+        m.get("device_name"),
+        gpus[0].get("name") if gpus else None,
+        peak.get("device"),
+        m.get("device"),
+    ]
+    return next((n for n in named if isinstance(n, str) and n and n != "unknown"), None)
+
+
+def _hardware(snap: dict, why: dict[str, str]) -> dict[str, Any]:
+    """Hardware (device name, count, the sampler's devices), GPU-hours, energy, dtype, peak."""
+    hw = _dict(snap.get("hardware"))
+    gpus = snap.get("gpus")
+    devices = [str(g.get("name")) for g in hw.get("gpus") or [] if isinstance(g, dict)]
+    unnamed = "the agent and the GPU sampler named no device"
+    device = _known(_device_name(snap), why, "hardware.device", unnamed)
+    no_gpus = (
+        "no GPUs counted: the run trained on "
+        f"{device or 'no known device'} and no peak was declared"
+    )
+    gpu_hours = _known(
+        snap.get("gpu_hours"),
+        why,
+        "gpu_hours",
+        no_gpus if not gpus else "the run has no elapsed time",
+    )
+    energy = snap.get("energy_j")
+    if energy is None:
+        source = hw.get("reason") or (
+            "no GPU sampler reading in the log" if not hw else "no GPU reported its energy counter"
+        )
+        why["energy_j"] = why["energy_kwh"] = (
+            f"not measured: it comes from the GPUs' NVML energy counter; {source}"
+        )
+    dtype = snap.get("dtype") or _dict(snap.get("model")).get("run_dtype")
+    peak = snap.get("peak")
+    if peak is None:
+        why["peak"] = _peak_why(snap, device)
+    return {
+        "gpus": gpus,
+        "gpu_hours": gpu_hours,
+        "energy_j": energy,
+        "energy_kwh": energy / J_PER_KWH if _num(energy) else None,
+        "hardware": {
+            "device": device,
+            "count": gpus,
+            "devices": devices,
+            "backend": hw.get("backend"),
+        },
+        "dtype": _known(dtype, why, "dtype", "not seen by the agent; declare it with --dtype"),
+        "peak": {k: peak.get(k) for k in ("flops", "dtype", "device", "source", "citation")}
+        if isinstance(peak, dict)
+        else None,
+    }
+
+
+def _peak_why(snap: dict, device: str | None) -> str:
+    """The engine's own "no MFU" note, else the same sentence built here."""
+    for n in snap.get("notes") or []:
+        if isinstance(n, str) and n.startswith("no MFU: "):
+            return n[len("no MFU: ") :]
+    return f"no dense peak is known for {device or 'unknown'}; declare one with --peak"
+
+
+def _mfu(snap: dict, conv: str, why: dict[str, str]) -> dict[str, Any]:
+    """MFU over the whole run (``mfu_avg``: at ``tokens_per_s_avg``) under the convention shown
+    first, and under each convention by name."""
+    by = _dict(snap.get("mfu_avg"))
+    names = list(_dict(snap.get("flops_per_token"))) or list(CONVENTIONS)
+    if snap.get("peak") is None:
+        reason = _peak_why(snap, _device_name(snap))
+    elif snap.get("tokens_per_s_avg") is None:
+        reason = WHY_NO_TIMED_STEP
+    else:
+        reason = None
+    out_by = {}
+    for c in names:
+        r = reason or "no FLOPs per token under this convention"
+        out_by[c] = _known(by.get(c), why, f"mfu.by_convention.{c}", r)
+    value = out_by.get(conv, by.get(conv))
+    if value is None:
+        why["mfu.value"] = reason or f"no FLOPs per token under {conv}"
+    return {"convention": conv, "value": value, "average": "run", "by_convention": out_by}
+
+
+# -- Markdown -------------------------------------------------------------------------------
+def markdown(p: dict[str, Any]) -> str:
+    """The passport as a Markdown document: a title, one table of figures, then the notes.
+
+    Every FLOPs and MFU figure is followed by its convention's name in brackets (``[titan]``),
+    the convention shown first leading; an unknown figure reads "unknown (why)".
+    """
+    why = p.get("unknown") or {}
+    run = p.get("run") or {}
+    title = run.get("name") or run.get("id") or "run"
+
+    def fig(key: str, fmt) -> str:
+        return _or(p.get(key), why, key, fmt)
+
+    rows = [
+        ("run", f"{run.get('name') or '?'} (`{run.get('id') or '?'}`)"),
+        ("exit state", _state(run)),
+        ("model", _model_md(p.get("model"), why)),
+        ("parameters", _params_md(p.get("model"), why)),
+        ("tokens", _big(p.get("tokens"))),
+        ("steps", _count(p.get("steps"))),
+        ("FLOPs spent", _flops_md(p, "flops_spent", "FLOP", why)),
+        ("FLOPs per token", _flops_md(p, "flops_per_token", "FLOP/token", why)),
+        ("FLOPs per token, counted", fig("flops_per_token_counted", _counted_md)),
+        ("MFU", _mfu_md(p, why)),
+        ("throughput", fig("tokens_per_s_avg", _rate_md)),
+        ("GPU-hours", fig("gpu_hours", lambda v: f"{v:.4g} GPU·h")),
+        ("energy", fig("energy_j", _energy_md)),
+        ("hardware", _hardware_md(p, why)),
+        ("dtype", fig("dtype", str)),
+        ("peak", _peak_md(p.get("peak"), why)),
+        ("started", fig("started", str)),
+        ("ended", fig("ended", str)),
+        ("duration", _duration_md(p)),
+        ("trainmeter", _version_md(p, why)),
+    ]  # fmt: skip
+    lines = [f"# Run passport: {_cell(title)}", "", "| figure | value |", "|---|---|"]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in rows]
+    notes = p.get("notes") or []
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {_cell(n)}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: Any) -> str:
+    """Text safe inside a Markdown table cell (training code names it: no pipes, one line)."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _unknown(why: dict, key: str) -> str:
+    return f"unknown ({why.get(key, 'not recorded')})"
+
+
+def _or(value: Any, why: dict, key: str, fmt) -> str:
+    return _unknown(why, key) if value is None else fmt(value)
+
+
+def _count(n: Any) -> str:
+    return f"{n:,}" if isinstance(n, int) and not isinstance(n, bool) else format_si(n)
+
+
+def _big(n: Any) -> str:
+    """A large count exactly and with an SI prefix: "1,037,117,440 (1.04 G)"."""
+    return f"{_count(n)} ({format_si(n)})" if _num(n) and abs(n) >= 1e6 else _count(n)
+
+
+def _state(run: dict) -> str:
+    code = run.get("exit_code")
+    return f"{run.get('state') or 'unknown'}" + (f" (exit code {code})" if code is not None else "")
+
+
+def _model_md(m: Any, why: dict) -> str:
+    if m is None:
+        return _unknown(why, "model")
+    parts = [str(m["name"])] if m.get("name") else []
+    if m.get("layers") and m.get("width"):
+        parts.append(f"{m['layers']} layers × {m['width']}")
+    if m.get("heads"):
+        parts.append(f"{m['heads']} heads")
+    if m.get("vocab"):
+        parts.append(f"vocab {_count(m['vocab'])}")
+    if m.get("seq_len"):
+        parts.append(f"sequence {_count(m['seq_len'])}")
+    return " · ".join(parts) or "unnamed"
+
+
+def _params_md(m: Any, why: dict) -> str:
+    if m is None:
+        return _unknown(why, "model")
+    total = _or(m.get("params"), why, "model.params", _big)
+    without = _or(m.get("params_without_embeddings"), why, "model.params_without_embeddings", _big)
+    return f"{total}; without embeddings {without}"
+
+
+def _by_conv(vals: dict, conv: Any, key: str, fmt, why: dict) -> str:
+    """Known figures first (the convention shown first leading), then the unknown ones
+    grouped by reason: "5.83 GFLOP [hf] · unknown [megatron, titan] (why)"."""
+    order = ([conv] if conv in vals else []) + [c for c in vals if c != conv]
+    parts, unknown = [], {}
+    for c in order:
+        if vals[c] is None:
+            unknown.setdefault(why.get(f"{key}.{c}", "not recorded"), []).append(c)
+        else:
+            parts.append(f"{fmt(vals[c])} [{c}]")
+    parts += [f"unknown [{', '.join(cs)}] ({r})" for r, cs in unknown.items()]
+    return " · ".join(parts)
+
+
+def _flops_md(p: dict, key: str, unit: str, why: dict) -> str:
+    return _by_conv(p.get(key) or {}, p.get("convention"), key, lambda v: format_si(v, unit), why)
+
+
+def _pct(f: float) -> str:
+    """A fraction as a percentage, as the dashboard prints it (js/format.js ``percent``)."""
+    pct = 100 * f
+    if pct != 0 and abs(pct) < 0.01:
+        return f"{pct:.2g}%"
+    return f"{pct:.2f}%" if pct != 0 and abs(pct) < 1 else f"{pct:.1f}%"
+
+
+def _mfu_md(p: dict, why: dict) -> str:
+    mfu = p.get("mfu") or {}
+    by = mfu.get("by_convention") or {}
+    if all(v is None for v in by.values()):
+        return _unknown(why, "mfu.value") + f" [{mfu.get('convention')}]"
+    row = _by_conv(by, mfu.get("convention"), "mfu.by_convention", _pct, why)
+    return row + " · run averages"
+
+
+def _rate_md(v: float) -> str:
+    return f"{format_si(v, 'tokens/s')} (run average)"
+
+
+def _counted_md(v: float) -> str:
+    return f"{format_si(v, 'FLOP/token')} (executed, measured once; beside MFU, not in it)"
+
+
+def _energy_md(j: float) -> str:
+    kwh = j / J_PER_KWH
+    shown = f"{kwh * 1000:.3g} Wh" if kwh < 1e-3 else f"{kwh:.3g} kWh"
+    return f"{shown} ({format_si(j, 'J')}, NVML energy counter)"
+
+
+def _hardware_md(p: dict, why: dict) -> str:
+    hw = p.get("hardware") or {}
+    if hw.get("device") is None:
+        return _unknown(why, "hardware.device")
+    n = hw.get("count")
+    text = f"{n} × {hw['device']}" if isinstance(n, int) and n > 1 else str(hw["device"])
+    if n == 0:
+        text += " (0 GPUs counted)"
+    if hw.get("backend"):
+        text += f" · counters: {hw['backend']}"
+    return text
+
+
+def _peak_md(peak: Any, why: dict) -> str:
+    if peak is None:
+        return _unknown(why, "peak")
+    text = f"{format_si(peak.get('flops'), 'FLOP/s')} per device, dense {peak.get('dtype')}"
+    if peak.get("source") == "declared":
+        return f"{text} (declared with --peak)"
+    cite = peak.get("citation")
+    return f"{text} (peaks table: {short_citation(cite)})" if cite else text
+
+
+def short_citation(citation: str) -> str:
+    """A citation's document title: the text before its URL, its first "(" or ";" (the full
+    citation is in the JSON)."""
+    cut = len(citation)
+    for mark in (", http", " / http", " (", ";"):
+        i = citation.find(mark)
+        if i > 0:
+            cut = min(cut, i)
+    return citation[:cut].strip(" ,/")
+
+
+def _duration_md(p: dict) -> str:
+    text = format_duration(p["duration_s"]) if p.get("duration_s") is not None else "unknown"
+    wall, dur = p.get("wall_s"), p.get("duration_s")
+    if wall is not None and dur is not None and abs(wall - dur) >= 0.05:
+        text += f" training ({format_duration(p['wall_s'])} from start to end)"
+    return text
+
+
+def _version_md(p: dict, why: dict) -> str:
+    rec = _or(p.get("trainmeter_version"), why, "trainmeter_version", str)
+    w = p.get("written_by")
+    return rec + (f" (passport written by {w})" if w and w != p.get("trainmeter_version") else "")
+
+
+# -- flat figures for the trackers ------------------------------------------------------------
+def flat(p: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+    """The passport as ``(config, summary)`` for a tracker (``tm export``).
+
+    ``config``: the run's descriptive facts (strings, counts, the convention shown first and
+    every convention's name). ``summary``: every number, under a name that carries its
+    convention where it has one (``flops_spent/hf``, ``flops_per_token/megatron``,
+    ``mfu_avg/titan``) and its unit where the bare name would not say it (``energy_kwh``).
+    Unknown figures are left out of both (the passport's ``unknown`` says why).
+    """
+    run, model, hw = p.get("run") or {}, p.get("model") or {}, p.get("hardware") or {}
+    peak = p.get("peak") or {}
+    config = {
+        "run_id": run.get("id"),
+        "run_name": run.get("name"),
+        "state": run.get("state"),
+        "exit_code": run.get("exit_code"),
+        "started": p.get("started"),
+        "ended": p.get("ended"),
+        "trainmeter_version": p.get("trainmeter_version"),
+        "convention": p.get("convention"),
+        "conventions": ",".join(p.get("flops_per_token") or {}),
+        "mfu_average": "run",
+        "model": model.get("name"),
+        "device": hw.get("device"),
+        "gpus": p.get("gpus"),
+        "backend": hw.get("backend"),
+        "dtype": p.get("dtype"),
+        "peak_source": peak.get("source"),
+        "peak_citation": peak.get("citation"),
+    }
+    summary: dict[str, Any] = {
+        "params": model.get("params"),
+        "params_without_embeddings": model.get("params_without_embeddings"),
+        "peak_flops_per_s": peak.get("flops"),
+        **{k: p.get(k) for k in _SUMMARY_KEYS},
+    }
+    for key in ("flops_per_token", "flops_spent"):
+        summary.update({f"{key}/{c}": v for c, v in (p.get(key) or {}).items()})
+    by = (p.get("mfu") or {}).get("by_convention") or {}
+    summary.update({f"mfu_avg/{c}": v for c, v in by.items()})
+    return (
+        {k: v for k, v in config.items() if v is not None},
+        {k: v for k, v in summary.items() if _num(v)},
+    )

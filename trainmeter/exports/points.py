@@ -1,0 +1,121 @@
+"""Every series of a run at full resolution, re-read from its log for ``tm export``.
+
+The live chart keeps at most a few thousand points per series (core/timeline.py thins the
+older half); the run log keeps every one. This module replays ``run.jsonl`` through the same
+:class:`~trainmeter.core.engine.Engine` the live view used, taking each point the engine
+would chart as it is made, and keeps none of them: memory stays constant however long the run.
+
+Series, each point with rank 0's optimizer step and its time:
+
+- what the training loop reported (``series`` records: ``train_loss``, ...), every name, at
+  its own step (the step clock's when the record had none, as the engine does);
+- ``tokens_per_s`` (tokens over the last 20 timed steps), at each of rank 0's timed steps;
+- ``tokens``: tokens fed so far (all ranks), at each of rank 0's steps;
+- ``mfu/<convention>`` for every convention with FLOPs per token, when the run has a peak:
+  ``tokens_per_s × flops_per_token[c] / (gpus × peak)`` (:func:`trainmeter.core.metrics.mfu`)
+  with the run's final FLOPs per token, devices and peak, as the dashboard draws MFU over time;
+- ``gpu<i>/<field>`` (GPU-Util, SM activity, ...) at each sampler reading: these run on time
+  (``axis`` ``"time"``), their step is the step clock's at the reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from trainmeter.core import metrics
+from trainmeter.core.engine import MAX_COUNT, Engine
+from trainmeter.core.records import RecordError, decode
+from trainmeter.core.timeline import Timeline
+
+STEP, TIME = "step", "time"  # what a series is charted against
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One point of one series.
+
+    Attributes:
+        series: its name (``train_loss``, ``tokens_per_s``, ``mfu/hf``, ``gpu0/sm_active``).
+        step: rank 0's optimizer step (steps).
+        t: seconds since the run started (s).
+        time: when it was recorded, seconds since the Unix epoch (s).
+        value: the value, in the series' own unit.
+        axis: ``"step"`` or ``"time"``: what the dashboard charts it against.
+    """
+
+    series: str
+    step: int
+    t: float
+    time: float
+    value: float
+    axis: str
+
+
+class _Tap(Timeline):
+    """A timeline that keeps nothing and hands each point the engine charts to ``out``."""
+
+    def __init__(self, out: list) -> None:
+        super().__init__()
+        self.out = out
+
+    def append(self, name: str, x: float, y: float) -> bool:
+        self.out.append((name, y))
+        return True
+
+
+def mfu_inputs(passport: dict[str, Any]) -> tuple[dict[str, float], int, float] | None:
+    """``(flops_per_token by convention, gpus, peak FLOP/s)`` for the MFU series, or None when
+    the run has no peak (no MFU, never another card's peak)."""
+    peak = (passport.get("peak") or {}).get("flops")
+    fpt = {c: v for c, v in (passport.get("flops_per_token") or {}).items() if v is not None}
+    if not peak or not fpt:
+        return None
+    return fpt, max(int(passport.get("gpus") or 0), 1), float(peak)
+
+
+def iter_points(lines: Iterable[bytes | str], passport: dict[str, Any]) -> Iterator[Point]:
+    """The run's points in log order (malformed lines skipped, as replay skips them).
+
+    Args:
+        lines: the run log's lines.
+        passport: the run's passport (:mod:`trainmeter.core.passport`), for the MFU series.
+    """
+    charted: list[tuple[str, float]] = []
+    eng = Engine()
+    eng.timeline = _Tap(charted)  # the engine's own chart points come out here
+    mfu = mfu_inputs(passport)
+    start = None
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            rec = decode(line)
+        except RecordError:
+            continue
+        eng.apply(rec)
+        if start is None:
+            start = eng.run.get("started", rec["t"])
+        yield from _points(rec, eng, charted, mfu, rec["t"] - start)
+        charted.clear()
+
+
+def _points(rec: dict, eng: Engine, charted: list, mfu, t: float) -> Iterator[Point]:
+    kind, step, now = rec["k"], eng.clock.step, rec["t"]
+    if kind == "series":
+        # every name (the engine charts the first 64 only), at the engine's step rule
+        s = rec.get("step")
+        at = s if s is not None and 0 <= s < MAX_COUNT else step
+        yield Point(rec["name"], at, t, now, float(rec["value"]), STEP)
+    elif kind == "gpu":
+        for name, y in charted:
+            yield Point(name, step, t, now, y, TIME)
+    elif kind == "step" and rec["rank"] == 0:
+        yield Point("tokens", step, t, now, eng.clock.tokens, STEP)
+        for name, y in charted:  # tokens_per_s
+            yield Point(name, step, t, now, y, STEP)
+            if mfu is not None and name == "tokens_per_s":
+                fpt, gpus, peak = mfu
+                for c, v in fpt.items():
+                    yield Point(f"mfu/{c}", step, t, now, metrics.mfu(y, v, gpus, peak), STEP)

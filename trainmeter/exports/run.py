@@ -1,0 +1,46 @@
+"""A run folder as the exporters read it: its passport and its full-resolution points."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainmeter.exports import passport_files
+from trainmeter.exports.points import Point, iter_points
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run folder (``.trainmeter/runs/<id>``).
+
+    Attributes:
+        folder: the run folder.
+        passport: its ``passport.json``, or the passport rebuilt from the log.
+    """
+
+    folder: Path
+    passport: dict[str, Any]
+
+    @classmethod
+    def open(cls, folder: Path) -> RunData:
+        """Read the passport (rebuilt when missing). Raises: OSError (unreadable log)."""
+        return cls(Path(folder), passport_files.load(Path(folder))[0])
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "run.jsonl"
+
+    @property
+    def name(self) -> str:
+        run = self.passport.get("run") or {}
+        return str(run.get("name") or run.get("id") or self.folder.name)
+
+    def points(self) -> Iterator[Point]:
+        """Every point of every series, in log order (one pass over the log, constant memory).
+
+        Raises: OSError when the log cannot be read.
+        """
+        with open(self.log, "rb") as f:
+            yield from iter_points(f, self.passport)
