@@ -11,6 +11,7 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from trainmeter.core.records import encode
@@ -28,6 +29,75 @@ def new_run_id(now: float | None = None) -> str:
     """``YYYYmmdd-HHMMSS-xxxx`` in local time: sorts by start, unique within a second."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     return f"{stamp}-{secrets.token_hex(2)}"
+
+
+# Where a multi-node job says who it is (docs/multinode.md), first found wins. TRAINMETER_JOB_ID
+# is the user's own; Slurm sets its ids in every task srun starts; torchrun's rendezvous id and
+# MASTER_ADDR/PORT reach tm only when the job script exports them (torchrun sets them for its
+# children, after tm started).
+JOB_ID_ENV = (("TRAINMETER_JOB_ID", ""), ("SLURM_JOB_ID", "slurm:"),
+              ("TORCHELASTIC_RUN_ID", "torchelastic:"))  # fmt: skip
+NODE_RANK_ENV = ("SLURM_NODEID", "GROUP_RANK", "NODE_RANK", "PET_NODE_RANK")
+NODES_ENV = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES", "NNODES", "PET_NNODES")
+
+
+def _env_int(env: Mapping[str, str], names: tuple[str, ...]) -> int | None:
+    for name in names:
+        try:
+            return int(env[name])
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
+def job_facts(env: Mapping[str, str]) -> dict | None:
+    """The job and node this supervisor belongs to, from the environment ``tm`` started in.
+
+    Returns ``{"id", "node_rank", "nodes"}`` (any may be None), or None when the environment
+    names none of them. ``id``: ``$TRAINMETER_JOB_ID``; else ``slurm:<SLURM_JOB_ID>[.<step>]``;
+    else ``torchelastic:<TORCHELASTIC_RUN_ID>`` (not its default ``none``); else
+    ``master:<MASTER_ADDR>:<MASTER_PORT>``. ``node_rank`` and ``nodes`` come from the first of
+    :data:`NODE_RANK_ENV` and :data:`NODES_ENV` that holds a whole number.
+    """
+    job_id = None
+    for name, prefix in JOB_ID_ENV:
+        value = env.get(name, "").strip()
+        if value and value != "none":
+            step = env.get("SLURM_STEP_ID", "").strip() if name == "SLURM_JOB_ID" else ""
+            job_id = f"{prefix}{value}" + (f".{step}" if step else "")
+            break
+    if job_id is None and env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        job_id = f"master:{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+    facts = {"id": job_id, "node_rank": _env_int(env, NODE_RANK_ENV),
+             "nodes": _env_int(env, NODES_ENV)}  # fmt: skip
+    return facts if any(v is not None for v in facts.values()) else None
+
+
+def is_multi_node(job: Mapping | None) -> bool:
+    """True when ``job`` (:func:`job_facts`) says more than one node, or names a node rank
+    without a node count."""
+    if not job:
+        return False
+    nodes = job.get("nodes")
+    return nodes > 1 if nodes is not None else job.get("node_rank") is not None
+
+
+def run_folder_name(run_id: str, host: str, job: Mapping | None = None, ranks=()) -> str:
+    """A run folder's name: the run id, or ``<run id>-<host>[-r<lo>-<hi>]`` for one node of a
+    multi-node job (``is_multi_node(job)``, or ranks that do not start at 0).
+
+    ``ranks``: the ranks seen so far (known at the run's end); a single rank reads ``-r<lo>``.
+    ``host`` keeps letters, digits, ``.``, ``_`` and ``-`` (others become ``_``), 64 at most.
+    """
+    ranks = sorted(ranks)
+    if not (is_multi_node(job) or (ranks and ranks[0] > 0)):
+        return run_id
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in host)
+    name = f"{run_id}-{safe[:64] or 'node'}"
+    if ranks:
+        lo, hi = ranks[0], ranks[-1]
+        name += f"-r{lo}" if lo == hi else f"-r{lo}-{hi}"
+    return name
 
 
 def find_run(run: str | None, root: Path | str | None = None) -> Path:
