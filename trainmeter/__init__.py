@@ -7,7 +7,10 @@ The notebook parts load when ``%load_ext trainmeter`` runs.
 from trainmeter._version import __version__
 from trainmeter.agent.emit import emit
 
-__all__ = ["__version__", "emit", "load_ipython_extension", "show", "unload_ipython_extension"]
+__all__ = [
+    "__version__", "emit", "load_ipython_extension", "show", "show_run",
+    "unload_ipython_extension",
+]  # fmt: skip
 
 
 def load_ipython_extension(ipython) -> None:
@@ -26,6 +29,17 @@ def unload_ipython_extension(ipython) -> None:
 
 def show(run: str | None = None):
     """Display the widget for the live run, or for a finished run's folder or id."""
+    if run is not None:  # a finished run: replayed from its log, as show_run does
+        return show_run(run)
     from trainmeter.jupyter.extension import show as _show
 
     return _show(run)
+
+
+def show_run(run: str | None = None, *, dir: str | None = None):
+    """Display a finished run (id, id prefix, folder; None: the newest under ``dir``, default
+    ``./.trainmeter``) in the widget, replayed from its log; returns the widget
+    (:func:`trainmeter.jupyter.replay.show_run`)."""
+    from trainmeter.jupyter.replay import show_run as _show_run
+
+    return _show_run(run, dir=dir)

@@ -120,7 +120,9 @@ class WebServer:
     """The dashboard page for ``live``, bound on 127.0.0.1 when constructed.
 
     Args:
-        live: the run state to show.
+        live: the run state to show: a ``Live``, or a finished run replayed from its log
+            (``trainmeter.jupyter.replay.Replayed``, ``tm view --web``), which has the same
+            ``update``/``info``/``wait_change``/``closed`` and never changes.
         port: the first port to try; if it is taken, the next ones above it (``tries`` in
             all). ``0`` lets the system choose a free port.
         tries: how many ports to try.
