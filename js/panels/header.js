@@ -1,8 +1,9 @@
-// Header: run name, state badge, step, elapsed time, and one line about the model.
+// Header: run name, state badge, step, elapsed time, and one line about the model; for a run that
+// `tm attach` watches from outside, a line of process facts and why loss, steps and FLOPs are missing.
 
 import { el, setAttr, setText } from "../dom.js";
-import { deviceLine, isObj, str } from "../derive.js";
-import { count, duration, isNum, si } from "../format.js";
+import { deviceLine, isObj, noteAbout, str } from "../derive.js";
+import { bytes, count, dateTime, duration, isNum, si } from "../format.js";
 
 export const STATES = ["running", "finished", "failed", "interrupted", "idle"];
 
@@ -13,6 +14,10 @@ export function createHeader() {
   const elapsed = el("span", { class: "tm-stat-value", testid: "tm-elapsed" });
   const segment = el("span", { class: "tm-stat", testid: "tm-segment" });
   const model = el("div", { class: "tm-model", testid: "tm-model" });
+  const process = el("div", { class: "tm-model", testid: "tm-process" });
+  // the engine's note, said here at the top: it explains every empty figure below (the notes list
+  // skips a note shown as a .tm-line)
+  const noAgent = el("div", { class: "tm-line tm-warn", testid: "tm-no-agent" });
   const root = el(
     "div",
     { class: "tm-header" },
@@ -29,6 +34,8 @@ export function createHeader() {
       ),
     ),
     model,
+    process,
+    noAgent,
   );
 
   return {
@@ -45,6 +52,10 @@ export function createHeader() {
       setText(elapsed, duration(snap.elapsed_s));
       setText(segment, isNum(run.segment) && run.segment > 1 ? `segment ${run.segment}` : "");
       setText(model, modelLine(snap.model, deviceLine(snap), str(snap.dtype)));
+      setText(process, processLine(snap.process));
+      const why = isObj(snap.process) ? noteAbout(snap.notes, /^no agent:/) : "";
+      setText(noAgent, why);
+      noAgent.hidden = !why;
     },
   };
 }
@@ -62,6 +73,29 @@ export function modelLine(m, device = "", dtype = "") {
   if (shownDtype) parts.push(shownDtype);
   if (device) parts.push(device);
   else if (str(m.device)) parts.push(isNum(m.gpus) && m.gpus > 1 ? `${m.gpus} × ${m.device}` : m.device);
+  return parts.join(" · ");
+}
+
+/**
+ * "process 4242 · alice · python train.py · started 2025-11-30 09:15 · CPU 98.0% · RSS 1.20 GiB ·
+ * 14 threads · 2 children" from the snapshot's `process` (tm attach); "ended" replaces the figures
+ * once it has ended. CPU % is top's: 100% is one CPU busy.
+ */
+export function processLine(p) {
+  if (!isObj(p) || !isNum(p.pid)) return "";
+  const parts = [`process ${p.pid}`];
+  if (str(p.user)) parts.push(p.user);
+  else if (isNum(p.uid)) parts.push(`uid ${p.uid}`);
+  if (str(p.cmdline)) parts.push(p.cmdline.length > 120 ? `${p.cmdline.slice(0, 119)}…` : p.cmdline);
+  if (isNum(p.started)) parts.push(`started ${dateTime(p.started)}`);
+  if (p.alive === false) {
+    parts.push(isNum(p.ended) ? `ended ${dateTime(p.ended)}` : "ended");
+    return parts.join(" · ");
+  }
+  if (isNum(p.cpu_percent)) parts.push(`CPU ${p.cpu_percent.toFixed(1)}%`);
+  if (isNum(p.rss_bytes)) parts.push(`RSS ${bytes(p.rss_bytes)}`);
+  if (isNum(p.threads)) parts.push(`${count(p.threads)} thread${p.threads === 1 ? "" : "s"}`);
+  if (isNum(p.children)) parts.push(`${count(p.children)} child${p.children === 1 ? "" : "ren"}`);
   return parts.join(" · ");
 }
 

@@ -20,6 +20,8 @@ fail=None, gpm_query_error=None)``: build one by hand (tests do). Counters for t
 ``calls`` (per function name), ``allocs``, ``frees``, ``windows`` (the (sample1, sample2)
 pairs ``nvmlGpmMetricsGet`` was given) and ``window_times`` (their times then).
 ``trace(key, t) -> dict``: the activity fractions of the scripted training run.
+``FakeNvml.adopt(pid)``: every device then lists ``pid`` as its compute process and the script
+is ``ADOPT_RUNNING_S`` seconds in (``tm attach`` over a fake: a program already training).
 
 The trace: 3 s idle (loading), a 2 s ramp (first step, compile), then training with a 6 s
 evaluation every 120 s and a 4 s checkpoint every 300 s. Its values keep the ladder
@@ -43,6 +45,7 @@ MiB = 1024 * 1024
 GiB = 1024 * MiB
 LOST_AFTER = 8
 FAKE_PID = 4242  # device k's training process is FAKE_PID + k (pids of nothing real)
+ADOPT_RUNNING_S = 10.0  # an adopted process is past the script's 3 s idle and 2 s ramp
 
 # NVML return codes (nvml.h; the same numbers as pynvml's NVML_ERROR_*).
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND = 0, 2, 3, 6
@@ -256,6 +259,14 @@ class FakeNvml:
         self.initialized = False
         self._energy: dict[int, tuple[float, float]] = {}  # key: (t, mJ)
         self._util_reads: Counter[int] = Counter()
+        self.pid: int | None = None  # adopt(): the one process every device lists
+
+    def adopt(self, pid: int, running_s: float = ADOPT_RUNNING_S) -> None:
+        """List ``pid`` as every device's compute process, and move the script ``running_s``
+        seconds on: ``tm attach`` arrives while the program already trains. Call before the
+        first read (the energy counter starts at the first read)."""
+        self.pid = int(pid)
+        self.t0 -= running_s
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -441,7 +452,8 @@ class FakeNvml:
         gpu = self.gpus[h.gpu]
         total = gpu.mem_total if h.mig is None else gpu.mig[h.mig].mem_total
         used = self._mem_used(h, total, t) - GiB // 2
-        return [SimpleNamespace(pid=FAKE_PID + h.key, usedGpuMemory=used)]
+        pid = FAKE_PID + h.key if self.pid is None else self.pid
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used)]
 
     # --- GPM -----------------------------------------------------------------------------------
 

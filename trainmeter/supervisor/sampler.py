@@ -41,6 +41,9 @@ class Sampler:
         active: returns whether to sample now (the notebook's supervisor: only while a cell
             runs); None: whenever a run is open. The first sample after a pause carries
             ``resume: true``, so the energy used while nothing trained is not counted.
+        process: returns the watched process's facts as a dict (``tm attach``:
+            ``sources.process.ProcessSource.sample().as_dict()``); each ``gpu`` record carries
+            the fields that changed since the log last got them, as ``process``.
     Raises:
         ValueError: ``hz`` outside 1..10.
     """
@@ -55,12 +58,15 @@ class Sampler:
         pids: Callable[[], Iterable[int]] = tuple,
         clock: Callable[[], float] = time.time,
         active: Callable[[], bool] | None = None,
+        process: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         if not MIN_HZ <= hz <= MAX_HZ:
             raise ValueError(f"sampling rate must be {MIN_HZ:g} to {MAX_HZ:g} Hz, got {hz:g}")
         self.live, self.backend, self.host = live, backend, host
         self.period = 1.0 / hz
         self.pids, self.clock, self.active = pids, clock, active
+        self.process = process
+        self._proc_sent: dict[str, Any] = {}  # the process fields the log last got
         self._paused = False  # a tick found the sampler inactive since the last sample
         self._stop = threading.Event()
         self._run_id: str | None = None  # the run the device facts were written for
@@ -72,11 +78,18 @@ class Sampler:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 2.0) -> None:
-        """Stop the thread and close the backend (never raises)."""
+    def stop(self, timeout: float = 2.0, *, last: bool = False) -> None:
+        """Stop the thread and close the backend (never raises). ``last``: log the process
+        facts once more after the thread has stopped (``tm attach``: the process's end), with
+        no GPU or host reading (one taken a moment ago would lack GPM's 100 ms window)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        if last and not self._thread.is_alive():
+            try:
+                self.tick(process_only=True)
+            except Exception:  # the run closes all the same
+                pass
         try:
             self.backend.close()
         except Exception:  # a backend that fails to close must not block tm's exit
@@ -91,9 +104,10 @@ class Sampler:
         except Exception as exc:  # never take the supervisor down: say so once, stop sampling
             self.live.note(f"hardware sampling stopped: {type(exc).__name__}: {exc}")
 
-    def tick(self) -> bool:
+    def tick(self, *, process_only: bool = False) -> bool:
         """Take one reading and ingest it; False when no run is open or the sampler is not
-        active (nothing written)."""
+        active (nothing written). ``process_only``: a record with no GPU or host reading (the
+        engine keeps their last figures) and the process facts."""
         run_id = self.live.run_id
         if run_id is None:
             return False
@@ -103,7 +117,8 @@ class Sampler:
         new_run = run_id != self._run_id
         recs = [self._devices_record()] if new_run else []
         missing = {} if new_run else dict(self._missing)
-        rec = self._sample_record(missing)
+        proc_sent = {} if new_run else dict(self._proc_sent)
+        rec = self._sample_record(missing, proc_sent, process_only)
         if self._paused and not new_run:
             rec["resume"] = True
         with self.live.cond:  # the cell may have ended, or a run begun, while NVML was read
@@ -113,6 +128,7 @@ class Sampler:
             written = self.live.ingest([*recs, rec])
         if written:  # commit only what reached the log
             self._run_id, self._missing, self._paused = run_id, missing, False
+            self._proc_sent = proc_sent
         return written
 
     def _devices_record(self) -> dict[str, Any]:
@@ -123,13 +139,22 @@ class Sampler:
         return records.make("gpu_devices", self.clock(), backend=str(kind), devices=self._devices,
                             reason=reason)  # fmt: skip
 
-    def _sample_record(self, missing: dict[int, dict]) -> dict[str, Any]:
-        pids = list(self.pids())
-        gpus = [self._compact(s.as_dict(), missing) for s in self.backend.sample()]
-        host = self.host.sample(pids).as_dict() if self.host is not None else None
+    def _sample_record(self, missing: dict[int, dict], proc_sent: dict,
+                       process_only: bool = False) -> dict[str, Any]:  # fmt: skip
+        gpus, host = [], None
+        if not process_only:
+            gpus = [self._compact(s.as_dict(), missing) for s in self.backend.sample()]
+            host = self.host.sample(list(self.pids())).as_dict() if self.host else None
         if host is not None:
             host.pop("rss_by_pid", None)  # the sum is what the dashboard shows
-        return records.make("gpu", self.clock(), gpus=gpus, host=host)
+        extra = {}
+        if self.process is not None:  # only what changed: the command line is written once
+            now = self.process()
+            changed = {k: v for k, v in now.items() if k not in proc_sent or proc_sent[k] != v}
+            if changed:
+                extra["process"] = changed
+            proc_sent.update(now)
+        return records.make("gpu", self.clock(), gpus=gpus, host=host, **extra)
 
     @staticmethod
     def _compact(sample: dict[str, Any], sent: dict[int, dict]) -> dict[str, Any]:
