@@ -23,6 +23,7 @@ from pathlib import Path
 
 from trainmeter._version import __version__
 from trainmeter.core import flops, peaks
+from trainmeter.core.passport import short_citation
 from trainmeter.core.units import format_duration, parse_count, parse_flops, parse_flops_budget
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
@@ -40,7 +41,14 @@ ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that suggests the closest flag for a typo and exits 2 with one clear line."""
+    """argparse that suggests the closest flag for a typo and exits 2 with one clear line.
+
+    Abbreviated flags are refused: ``--no-browse`` is a typo to name, not a flag to guess.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         if "unrecognized arguments" in message or "ambiguous option" in message:
@@ -75,10 +83,19 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-hz", type=_hz, default=1.0, metavar="HZ",
                    help="hardware samples per second, 1 to 10 (default 1)")  # fmt: skip
     p.add_argument("--no-tap", action="store_true", help="no automatic taps (emit() only)")
+    p.add_argument("--pad-tokens", choices=("count", "skip"), default="count",
+                   help="tokens per step: count every position, pad included (default), or skip "
+                        "positions where the forward's attention_mask is 0 (CPU masks only; "
+                        "docs/spec.md 'Tokens and padding')")  # fmt: skip
     p.add_argument("--port", type=_port, default=DEFAULT_PORT,
                    help=f"dashboard page port on 127.0.0.1 (default {DEFAULT_PORT}; if taken, the "
                         f"next free one of {PORT_TRIES}; 0: any free port)")  # fmt: skip
     p.add_argument("--no-web", action="store_true", help="serve no dashboard page")
+    p.add_argument("--prometheus", metavar="[HOST:]PORT", type=_prometheus,
+                   help="serve live metrics at http://HOST:PORT/metrics for Prometheus; a bare "
+                        "PORT binds ALL interfaces (0.0.0.0), so the cluster's Prometheus can "
+                        "scrape it from another host; 127.0.0.1:PORT keeps it on this machine; "
+                        "0: any free port (docs/prometheus.md)")  # fmt: skip
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     p.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return p
@@ -123,6 +140,10 @@ def _main(argv: list[str] | None = None) -> int:
     try:
         opts = _run_opts(args)
         gpu_backend = _gpu_backend(args.gpu_backend)
+        if args.prometheus:
+            from trainmeter.web.prometheus import require
+
+            require()  # before the child starts: a missing package is a usage error
     except ValueError as exc:
         print(f"tm: {exc}", file=sys.stderr)
         return 2
@@ -131,7 +152,7 @@ def _main(argv: list[str] | None = None) -> int:
     name = args.name or _default_name(cmd)
     return run_command(cmd, name, opts, quiet=args.quiet, no_tap=args.no_tap, root=args.dir,
                        web=not args.no_web, port=args.port, gpu_backend=gpu_backend,
-                       sample_hz=args.sample_hz)  # fmt: skip
+                       sample_hz=args.sample_hz, prometheus=args.prometheus)  # fmt: skip
 
 
 def _port(text: str) -> int:
@@ -143,6 +164,15 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port: use a whole number 0-65535 "
                                          "(0: any free port)")  # fmt: skip
     return port
+
+
+def _prometheus(text: str) -> tuple[str, int]:
+    from trainmeter.web.prometheus import parse_address
+
+    try:
+        return parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def dtype_arg(text: str) -> str:
@@ -191,6 +221,7 @@ def _run_opts(args) -> dict:
         "peak_flops": parse_flops(args.peak) if args.peak else None,
         "device": args.device,
         "dtype": args.dtype,
+        "pad_tokens": args.pad_tokens,
     }  # fmt: skip
 
 
@@ -261,7 +292,7 @@ def _peaks(argv: list[str]) -> int:
     if args.name is None:
         rows = peaks.table()
         if args.json:
-            print(json.dumps([{**r, "citation_short": _short(r["citation"])} for r in rows],
+            print(json.dumps([{**r, "citation_short": short_citation(r["citation"])} for r in rows],
                              indent=2))  # fmt: skip
         else:
             print("\n".join(_peak_table(rows)))
@@ -283,7 +314,7 @@ def _peaks(argv: list[str]) -> int:
     if args.json:
         d = row.as_dict()
         print(json.dumps({"name": args.name, "match": {**d, "citation_short":
-                          _short(d["citation"])}, "why": why}, indent=2))  # fmt: skip
+                          short_citation(d["citation"])}, "why": why}, indent=2))  # fmt: skip
         return 0
     print("\n".join(_peak_table([row.as_dict()])))
     print(f"why: {why}")
@@ -316,18 +347,8 @@ def _peak_table(rows) -> list[str]:
     for r, c in zip(rows, cells, strict=True):
         out.append(line(c))
         names = " / ".join(f'"{n}"' for n in r["names"])
-        out.append(f"    NVML {names} · {_short(r['citation'])}")
+        out.append(f"    NVML {names} · {short_citation(r['citation'])}")
     return out
-
-
-def _short(citation: str) -> str:
-    """A citation's document title: the text before its URL, its first "(" or ";"."""
-    cut = len(citation)
-    for mark in (", http", " / http", " (", ";"):
-        i = citation.find(mark)
-        if i > 0:
-            cut = min(cut, i)
-    return citation[:cut].strip(" ,/")
 
 
 def _doctor(argv: list[str]) -> int:

@@ -103,7 +103,7 @@ def _whole_count(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     """The ``tm plan`` argument parser (flags documented in docs/spec.md)."""
     names = ", ".join(p.name for p in presets.presets())
-    p = _Parser(prog="tm plan", allow_abbrev=False,
+    p = _Parser(prog="tm plan",
                 description="Plan a training run before renting GPUs: parameters, FLOPs per "
                 "token under every convention, training FLOPs, wall time, GPU-hours, energy "
                 "and (with --price) cost. Writes nothing.")  # fmt: skip

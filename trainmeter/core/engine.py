@@ -128,6 +128,9 @@ class Engine:
         self.last_t: float | None = None
         self.records = 0
         self.hw = HardwareState()  # the sampler's GPU and host readings (issue 4)
+        self.counted: dict[str, Any] | None = None  # rank 0's counted step (flops_counted)
+        self.counting_seen: set[str] = set()  # rank 0's tokens_counting values
+        self.process: dict[str, Any] | None = None  # tm attach: the watched process's facts
         # time spans (issue 5, docs/spec.md "Time spans"): rank 0's, inside segments
         self.span_s = dict.fromkeys(SPAN_KINDS, 0.0)  # seconds per kind
         self.spans_seen = False
@@ -336,6 +339,40 @@ class Engine:
         x = rec["t"] - (self.run.get("started") or rec["t"])  # seconds of the run
         for name, y in self.hw.on_sample(rec):
             self.timeline.append(name, x, y)
+        if isinstance(rec.get("process"), dict):  # tm attach: the fields that changed
+            self.process = _process_facts(self.process or {}, rec["process"])
+
+    def _on_flops_counted(self, rec: dict) -> None:
+        """Rank 0's step measured by FlopCounterMode (docs/spec.md "Counted FLOPs")."""
+        tokens = rec.get("tokens")
+        if rec["rank"] != 0:
+            return
+        if not 0 <= rec["step"] < MAX_COUNT or not 0 < (tokens or 1) < MAX_COUNT:
+            self.bad_counts += 1
+            return
+        self.counted = {"step": rec["step"], "flops": float(rec["flops"]), "tokens": tokens,
+                        "attention": rec["attention"]}  # fmt: skip
+        if rec["attention"] == "none counted" and (self.model or {}).get("heads"):
+            self.note("counted FLOPs: no attention op was counted in that step (torch's "
+                      "FlopCounterMode has no formula for the attention kernel used), so the "
+                      "count misses attention")  # fmt: skip
+
+    def _on_tokens_counting(self, rec: dict) -> None:
+        """What rank 0's tokens are (docs/spec.md "Tokens and padding")."""
+        if rec["rank"] != 0:
+            return
+        self.counting_seen.add(rec["counting"])
+        if rec.get("reason"):
+            self.note(f"--pad-tokens skip: {clip(rec['reason'], MAX_NAME)}; all positions counted")
+
+    def _tokens_counting(self) -> str:
+        """``all positions``, ``non-pad``, or ``mixed`` (some forwards each way)."""
+        seen = self.counting_seen
+        if len(seen) > 1:
+            return "mixed"
+        if seen:
+            return next(iter(seen))
+        return "non-pad" if self.opts.get("pad_tokens") == "skip" else "all positions"
 
     def _on_note(self, rec: dict) -> None:
         src = rec.get("source")
@@ -412,7 +449,9 @@ class Engine:
             "flops_required": _times(fpt, budget),
             "model_flops_per_s": model_rate,
             "model_flops_per_s_per_gpu": _per(model_rate, gpus),
-            "flops_per_token_counted": None,  # issue 5
+            "flops_per_token_counted": _per_token(self.counted),
+            "flops_counted": dict(self.counted) if self.counted is not None else None,
+            "tokens_counting": self._tokens_counting(),
             "plan": self._plan(peak, gpus, fpt.get(convention), budget, moving),
             "rank_step_time_s": {
                 str(r): rc.step_time_s() for r, rc in sorted(self.rank_clocks.items())
@@ -421,8 +460,9 @@ class Engine:
             "time_split": self._time_split(elapsed),
             "energy_j": self.hw.energy_j(),
             "hardware": self.hw.snapshot(
-                self._dtype(), self.opts.get("peak_flops"), pids=list(self.agents)
+                self._dtype(), self.opts.get("peak_flops"), pids=self._train_pids()
             ),
+            "process": dict(self.process) if self.process is not None else None,
         }
 
     def _time_split(self, elapsed: float) -> dict[str, float] | None:
@@ -468,7 +508,7 @@ class Engine:
     def _gpus(self) -> int:
         m = self.model or {}
         if m.get("device") != "cuda":
-            if self.hw.fake and self.hw.whole_gpus():
+            if (self.hw.fake or self._attached() is not None) and self.hw.whole_gpus():
                 return self.hw.whole_gpus()  # a demonstration run on fake GPUs
             return int(self.opts.get("gpus") or 0)  # a declared peak on CPU counts one device
         per_process = m.get("gpus")
@@ -493,11 +533,28 @@ class Engine:
         """The run's dtype: ``--dtype``, else what the agent saw (autocast, parameters)."""
         return self.opts.get("dtype") or (self.model or {}).get("run_dtype")
 
+    def _attached(self) -> int | None:
+        """The pid ``tm attach`` watches (run option ``attached``), else None."""
+        pid = self.opts.get("attached")
+        return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+    def _train_pids(self) -> list:
+        """The training processes: the agents' pids; an attached run's process tree."""
+        if self._attached() is not None and self.process is not None:
+            return list(self.process.get("pids") or [])
+        return list(self.agents)
+
     def _gap_notes(self, peak, fpt: dict, budget_flops: float | None, convention: str) -> list:
         out = []
-        if self.shape is None:
+        attached = self._attached()
+        if attached is not None:  # tm attach: the gaps below can never close, say why once
+            out.append(f"no agent: tm attach watches process {attached} from outside, so "
+                       "there are no steps, tokens, loss, FLOPs or MFU, only its process facts "
+                       "and GPU counters; run it under tm (or in a %%trainmeter cell) to see "
+                       "them")  # fmt: skip
+        elif self.shape is None:
             out.append("FLOPs/token: no model seen yet (found at the first training forward pass)")
-        if peak is None:
+        if peak is None and attached is None:
             m = self.model or {}
             device = self._device() or m.get("device") or "unknown"
             out.append(f"no MFU: no dense peak is known for {device}; declare one with --peak")
@@ -557,6 +614,34 @@ def _bounded_model(rec: dict) -> dict[str, Any]:
         if k not in ("v", "k", "t") and k not in out:
             out[clip(str(k), MAX_KEY)] = _scalar(v)
     return out
+
+
+def _process_facts(facts: dict[str, Any], changed: dict[str, Any]) -> dict[str, Any]:
+    """``facts`` updated with a ``gpu`` record's ``process`` (the fields that changed), bounded
+    like a model record: at most ``MAX_MODEL_FIELDS`` names of at most ``MAX_KEY`` characters,
+    scalars cut by ``_scalar``, ``pids`` at most ``MAX_RANKS`` ints, ``missing`` bounded reasons."""
+    out = dict(facts)
+    for k, v in list(changed.items())[:MAX_MODEL_FIELDS]:
+        full = k not in out and len(out) >= MAX_MODEL_FIELDS
+        if not isinstance(k, str) or len(k) > MAX_KEY or full:
+            continue
+        if k == "pids":
+            pids = v[:MAX_RANKS] if isinstance(v, list) else []
+            out[k] = [p for p in pids if type(p) is int and _scalar(p) is not None]
+        elif k == "missing":
+            items = list(v.items())[:MAX_MODEL_FIELDS] if isinstance(v, dict) else []
+            out[k] = {clip(str(a), MAX_KEY): clip(str(b), MAX_NOTE) for a, b in items}
+        else:
+            out[k] = _scalar(v)
+    return out
+
+
+def _per_token(counted: dict | None) -> float | None:
+    """Executed FLOPs per token of the counted step: ``flops / tokens`` (FLOP/token); None
+    before the count or when the step had no tokens (docs/spec.md "Counted FLOPs")."""
+    if counted is None or not counted["tokens"]:
+        return None
+    return counted["flops"] / counted["tokens"]
 
 
 def _times(fpt: dict, budget: float | None) -> dict[str, float | None] | None:

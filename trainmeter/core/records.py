@@ -37,6 +37,20 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     # a time span on a rank (agent/spans.py): `name` its kind (SPAN_KINDS; others are kept, not
     # used), `t` its start, `dur` its own seconds (less the spans inside it)
     "span": {"name": (str,), "dur": _NUM, "rank": (int,)},
+    # one step's executed FLOPs under torch's FlopCounterMode (agent/flop_count.py): `flops` of
+    # the whole step, `tokens` the agent counted in it, `attention` "counted" or "none counted",
+    # `mapped` the CPU ops given torch's CUDA formula, `ops` FLOPs by op name (not checked)
+    "flops_counted": {
+        "step": (int,),
+        "rank": (int,),
+        "flops": _NUM,
+        "tokens": _OPT_INT,
+        "attention": (str,),
+        "mapped": (list, type(None)),
+    },
+    # what a step's tokens are (agent/pad_tokens.py, --pad-tokens skip): `counting` one of
+    # TOKENS_COUNTING, `reason` why every position is counted
+    "tokens_counting": {"counting": (str,), "rank": (int,), "reason": _OPT_STR},
     # a named scalar series point (emit() or a tracker tap)
     "series": {"name": (str,), "value": _NUM, "step": _OPT_INT},
     # a %%trainmeter cell (or a tm run) began / ended a segment of the run
@@ -53,6 +67,8 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
 }
 
 SPAN_KINDS = ("data", "checkpoint", "eval", "warmup")
+TOKENS_COUNTING = ("all positions", "non-pad")
+ATTENTION = ("counted", "none counted")
 MAX_SPAN_KIND = 32  # characters of a span kind
 
 RUN_STATES = ("running", "finished", "failed", "interrupted", "idle")
@@ -110,7 +126,22 @@ def validate(rec: Any) -> dict[str, Any]:
         raise RecordError(f"span: 'dur' must be a finite number >= 0, got {rec['dur']!r}")
     if kind == "span" and len(rec["name"]) > MAX_SPAN_KIND:
         raise RecordError(f"span: 'name' longer than {MAX_SPAN_KIND} characters")
+    if kind == "flops_counted":
+        _check_counted(rec)
+    if kind == "tokens_counting" and rec["counting"] not in TOKENS_COUNTING:
+        raise RecordError(f"tokens_counting: 'counting' must be one of {TOKENS_COUNTING}")
     return rec
+
+
+def _check_counted(rec: dict) -> None:
+    """``flops_counted``: finite FLOPs >= 0, tokens > 0 when known, a known ``attention``."""
+    if not (_finite(rec["flops"]) and rec["flops"] >= 0):
+        raise RecordError(f"flops_counted: 'flops' must be finite and >= 0, got {rec['flops']!r}")
+    tokens = rec.get("tokens")
+    if tokens is not None and tokens <= 0:
+        raise RecordError(f"flops_counted: 'tokens' must be > 0 or null, got {tokens!r}")
+    if rec["attention"] not in ATTENTION:
+        raise RecordError(f"flops_counted: 'attention' must be one of {ATTENTION}")
 
 
 def _finite(x: float | int) -> bool:
@@ -127,8 +158,9 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
     ``step`` or ``span`` records.
 
     A ``steps`` batch (wire only, never in the run log) carries the steps one agent flush
-    collected as columns: ``{"v", "k": "steps", "rank", "t": [...], "step": [...],
-    "tokens": [...], "samples": [...]}``; encoding columns costs the training process far
+    collected as columns: ``{"v", "k": "steps", "rank", "t0", "dt_us": [...], "step": [...],
+    "tokens": [...], "samples": [...]}`` (times: ``t0`` plus whole microseconds; a ``t`` list
+    of times is read too); encoding columns costs the training process far
     less than one JSON object per step (docs/performance.md). A ``spans`` batch is the same for
     time spans: ``{"v", "k": "spans", "rank", "name": [...], "t": [...], "dur": [...]}``. An
     agent sends a flush's ``spans`` batch right after its ``steps`` batch, so every step that
@@ -146,10 +178,11 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
         return _spans(rec)
     if not isinstance(rec, dict) or rec.get("k") != "steps":
         return [validate(rec)]
-    cols = [rec.get(c) for c in ("t", "step", "tokens", "samples")]
+    cols = [_step_times(rec), *(rec.get(c) for c in ("step", "tokens", "samples"))]
     if not all(isinstance(c, list) for c in cols) or len({len(c) for c in cols}) != 1:
         raise RecordError(
-            "steps batch: 't', 'step', 'tokens', 'samples' must be equal-length lists"
+            "steps batch: 't' (or 't0' and 'dt_us'), 'step', 'tokens', 'samples' must be "
+            "equal-length lists"
         )
     rank = rec.get("rank", 0)
     out = []
@@ -157,6 +190,17 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
         step = {"v": rec.get("v"), "k": "step", "t": t, "step": n, "rank": rank}
         out.append(validate({**step, "tokens": tok or None, "samples": smp or None}))
     return out
+
+
+def _step_times(rec: dict) -> list | None:
+    """A steps batch's times (s since the epoch): ``t`` as listed, or ``t0`` plus ``dt_us``
+    (whole microseconds after ``t0``, what the agent's sender writes)."""
+    t0, dt = rec.get("t0"), rec.get("dt_us")
+    if dt is None:
+        return rec.get("t")
+    if not _is(t0, (int, float)) or not isinstance(dt, list) or not all(_is(d, (int,)) for d in dt):
+        raise RecordError("steps batch: 't0' must be a number and 'dt_us' whole numbers")
+    return [t0 + d / 1e6 for d in dt]
 
 
 def _spans(rec: dict) -> list[dict[str, Any]]:

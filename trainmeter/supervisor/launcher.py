@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainmeter.agent.runtime import ENV_NO_TAP, ENV_SOCKET
+from trainmeter.agent.runtime import ENV_NO_TAP, ENV_PAD_TOKENS, ENV_SOCKET
 from trainmeter.core.summary import summary_line
 from trainmeter.supervisor.ingest import Server, private_socket_path
 from trainmeter.supervisor.live import Live
@@ -31,21 +31,26 @@ AGENT_DRAIN_S = 3.0  # after the child exits, wait this long at most for agents'
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
-def child_env(socket_path: str, no_tap: bool = False, base: dict | None = None) -> dict[str, str]:
-    """The child's environment: the agent bootstrap first on PYTHONPATH, the socket path."""
+def child_env(socket_path: str, no_tap: bool = False, base: dict | None = None,
+              pad_tokens: str | None = None) -> dict[str, str]:  # fmt: skip
+    """The child's environment: the agent bootstrap first on PYTHONPATH, the socket path, and
+    ``--pad-tokens`` (``count`` or ``skip``, docs/spec.md "Tokens and padding") when given."""
     env = dict(os.environ if base is None else base)
     parts = [str(BOOT_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env[ENV_SOCKET] = socket_path
     if no_tap:
         env[ENV_NO_TAP] = "1"
+    if pad_tokens:
+        env[ENV_PAD_TOKENS] = pad_tokens
     return env
 
 
 def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool = False,
                 no_tap: bool = False, root: str | None = None, web: bool = True,
                 port: int = DEFAULT_PORT, gpu_backend: str | None = None,
-                sample_hz: float = DEFAULT_HZ) -> int:  # fmt: skip
+                sample_hz: float = DEFAULT_HZ,
+                prometheus: tuple[str, int] | None = None) -> int:  # fmt: skip
     """Run ``cmd`` under trainmeter; returns the exit code ``tm`` should end with.
 
     With ``web``, the dashboard page is served on 127.0.0.1 from ``port`` (or the next free
@@ -55,22 +60,30 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
 
     A child killed by signal N makes ``tm`` kill itself with N after closing the log, so the
     calling shell sees the same death; the returned ``128 + N`` is the fallback.
+
+    ``prometheus`` (host, port): serve live metrics there for Prometheus
+    (:mod:`trainmeter.web.prometheus`); the bound address is in the start line and in the run's
+    options (``prometheus``); one that cannot start is one line on stderr, like the page.
     """
     path = private_socket_path()
     live = Live(root)
     server = Server(path, live)
     server.serve_in_thread()
+    metrics = _start_metrics(live, prometheus) if prometheus else None
+    if metrics is not None:
+        opts = {**opts, "prometheus": metrics.address}
     info = live.open_run(name, cmd, opts)
     say = (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr, flush=True))
-    page = _start_page(live, port) if web else None
+    page = open_page(live, web, port)
     url = f" · dashboard {page.url}" if page is not None else ""
+    url += f" · prometheus {metrics.url}" if metrics is not None else ""
     say(f"[trainmeter] run {info['run_id']}{url} · {' '.join(cmd)} · log {info['log']}")
     try:
-        proc = subprocess.Popen(cmd, env=child_env(path, no_tap))
+        proc = subprocess.Popen(cmd, env=child_env(path, no_tap, pad_tokens=opts.get("pad_tokens")))
     except OSError as exc:
         print(f"tm: cannot start {cmd[0]!r}: {exc.strerror or exc}", file=sys.stderr)
         live.close_run("error", 127)
-        _stop(server, path, page)
+        _stop(server, path, page, metrics)
         return 127
     sampler = start_sampler(live, gpu_backend, sample_hz, lambda: [proc.pid, *live.agent_pids()])
     rc = _wait(proc)
@@ -79,7 +92,7 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
         sampler.stop()
     status = "ok" if rc == 0 else "interrupted" if rc in (-signal.SIGINT, 130) else "error"
     snap = live.close_run(status, rc)
-    _stop(server, path, page)
+    _stop(server, path, page, metrics)
     if snap is not None:
         if not live.agents_seen:
             snap.setdefault("notes", []).append("no agent connected: is trainmeter installed "
@@ -126,6 +139,20 @@ def _drain_agents(live: Live) -> None:
         threading.Event().wait(0.02)
 
 
+def open_page(live: Live, web: bool, port: int):
+    """The dashboard page for ``live`` (``tm`` and ``tm attach``): None without ``web`` or when
+    it cannot start (one line on stderr). End it with :func:`close_page` once the run is closed."""
+    return _start_page(live, port) if web else None
+
+
+def close_page(live: Live, page=None) -> None:
+    """Send open pages the final state (``run_end`` is written) and the stream's end, then wake
+    ``live``'s subscribers for good."""
+    if page is not None:
+        page.close()
+    live.shutdown()
+
+
 def _start_page(live: Live, port: int):
     """The dashboard page, or None (after one line on stderr) when it cannot start."""
     try:
@@ -137,10 +164,24 @@ def _start_page(live: Live, port: int):
         return None
 
 
-def _stop(server: Server, path: str, page=None) -> None:
-    if page is not None:
-        page.close()  # open pages get the final state (run_end is written) and the stream's end
-    server.live.shutdown()
+def _start_metrics(live: Live, address: tuple[str, int]):
+    """The Prometheus endpoint, or None (after one line on stderr) when it cannot start."""
+    from trainmeter.supervisor.store import job_facts
+    from trainmeter.web.prometheus import start_exporter
+
+    try:
+        job = job_facts(os.environ) or {}
+        return start_exporter(live.snapshot, *address, job_id=job.get("id"))
+    except OSError as exc:  # a port taken: the metrics are a view, never a reason not to run
+        print(f"[trainmeter] no Prometheus endpoint on {address[0]}:{address[1]} "
+              f"({exc.strerror or exc}); the run goes on", file=sys.stderr)  # fmt: skip
+        return None
+
+
+def _stop(server: Server, path: str, page=None, metrics=None) -> None:
+    if metrics is not None:
+        metrics.close()
+    close_page(server.live, page)
     server.shutdown()
     server.server_close()
     shutil.rmtree(os.path.dirname(path), ignore_errors=True)

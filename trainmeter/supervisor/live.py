@@ -19,7 +19,7 @@ from typing import Any
 from trainmeter._version import __version__
 from trainmeter.core import records
 from trainmeter.core.engine import Engine
-from trainmeter.supervisor.store import RunLog, new_run_id, runs_dir
+from trainmeter.supervisor.store import RunLog, job_facts, new_run_id, run_folder_name, runs_dir
 
 _SECRET_WORDS = ("token", "key", "secret", "password", "passwd", "auth", "credential")
 
@@ -61,6 +61,8 @@ class Live:
         self.log: RunLog | None = None
         self.run_id: str | None = None
         self.log_path: Path | None = None
+        self.host = ""
+        self.job: dict[str, Any] | None = None  # store.job_facts: the multi-node job, if any
         self.segment = 0
         self.segment_open = False
         self.version = 0
@@ -77,14 +79,17 @@ class Live:
                 self.close_run("ok")
             now = self.clock()
             self.run_id = new_run_id(now)
-            self.log = RunLog(runs_dir(self.root) / self.run_id)
+            self.host, self.job = socket.gethostname(), job_facts(os.environ)
+            folder = run_folder_name(self.run_id, self.host, self.job)
+            self.log = RunLog(runs_dir(self.root) / folder)
             self.log_path = self.log.path
             self.engine = Engine()
             self.segment = 0
+            job = {"job": self.job} if self.job else {}  # docs/multinode.md
             self._write(records.make(
                 "run_start", now, id=self.run_id, name=name, argv=redact_argv(list(argv)),
-                version=__version__, cwd=os.getcwd(), host=socket.gethostname(),
-                opts=_clean_opts(opts),
+                version=__version__, cwd=os.getcwd(), host=self.host,
+                opts=_clean_opts(opts), **job,
             ))  # fmt: skip
             return self.info()
 
@@ -118,9 +123,38 @@ class Live:
                 self.segment_end(status)
             self._write(records.make("run_end", self.clock(), status=status, exit_code=exit_code))
             snap = self.snapshot()
+            self._write_passport(snap)
             self.log.close()
             self.log = None
+            snap["run"]["log"] = str(self._name_by_ranks())
             return snap
+
+    def _name_by_ranks(self) -> Path:
+        """Rename a multi-node run's folder to carry the ranks it saw (``store.run_folder_name``:
+        ``<run id>-<host>-r8-15``), known only now; returns the log's path."""
+        old = self.log_path.parent
+        ranks = _ranks_seen(self.engine)
+        new = old.with_name(run_folder_name(self.run_id, self.host, self.job, ranks))
+        if new != old:
+            try:
+                old.rename(new)
+                self.log_path = new / self.log_path.name
+            except OSError as exc:
+                print(f"[trainmeter] cannot rename {old} to {new.name}: {exc}", file=sys.stderr)
+        return self.log_path
+
+    def _write_passport(self, snap: dict[str, Any]) -> None:
+        """``passport.md``/``passport.json`` beside the log (docs/spec.md "Passport and
+        exports"). A failure is noted in the log and on stderr, never raised: the log closes
+        whatever happens here (``tm passport`` rebuilds a missing passport from it)."""
+        from trainmeter.exports import passport_files
+
+        try:
+            passport_files.write(self.log.folder, snap)
+        except Exception as exc:  # OSError (disk full), or a bug: either way keep the log
+            text = f"passport not written: {type(exc).__name__}: {exc}"
+            print(f"[trainmeter] {text}", file=sys.stderr)
+            self._write(records.make("note", self.clock(), text=text, source="supervisor"))
 
     # -- records in -----------------------------------------------------------------------------
     def ingest(self, recs: list[dict[str, Any]]) -> bool:
@@ -197,6 +231,14 @@ class Live:
         with self.cond:
             self.closed = True
             self.cond.notify_all()
+
+
+def _ranks_seen(engine: Engine) -> set[int]:
+    """Ranks that stepped or said hello in a world of more than one (a launcher's own agent,
+    such as torchrun's, is alone in a world of 1 and says rank 0)."""
+    hello = {a["rank"] for a in engine.agents.values()
+             if isinstance(a.get("rank"), int) and (a.get("world_size") or 1) > 1}  # fmt: skip
+    return set(engine.rank_steps) | hello
 
 
 def _clean_opts(opts: dict[str, Any]) -> dict[str, Any]:
