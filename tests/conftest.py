@@ -1,5 +1,6 @@
 """Shared helpers: run commands under ``tm`` and read their run logs."""
 
+import collections
 import json
 import os
 import subprocess
@@ -47,6 +48,56 @@ def losses(stdout: str) -> list[str]:
 @pytest.fixture
 def workdir(tmp_path):
     return tmp_path
+
+
+class StandInAgent:
+    """A stand-in for :class:`trainmeter.agent.runtime.Agent` in in-process tap tests.
+
+    Steps and spans land on ``sender.queue`` as the real sender's ``put_step`` takes them; other
+    records are kept as ``(kind, fields)`` in ``records``, the models found in ``models``.
+    """
+
+    armed, step, rank, pad_skip = True, 0, 0, False
+
+    def __init__(self):
+        queue = collections.deque()
+        self.sender = type("S", (), {"put_step": queue.append, "queue": queue})()
+        self.records, self.models = [], []
+
+    def put_model(self, fields):
+        self.models.append(fields)
+
+    def put(self, kind, **fields):
+        self.records.append((kind, fields))
+
+    def notes(self) -> list[dict]:
+        return [fields for kind, fields in self.records if kind == "note"]
+
+    def spans(self, kind=None) -> list[tuple]:
+        """(kind, start, seconds) of each span queued, of one kind or all."""
+        out = [x for x in self.sender.queue if len(x) == 3]
+        return [x for x in out if kind is None or x[0] == kind]
+
+
+@pytest.fixture
+def fresh_guard(monkeypatch):
+    """Every guarded tap on again, and no warning given yet (guard.py keeps both per process)."""
+    from trainmeter.agent import guard
+
+    monkeypatch.setattr(guard, "_off", set())
+    monkeypatch.setattr(guard, "_reported", set())
+
+
+def run_jobs(job, names, root):
+    """``job(name, root)`` for each name, two at a time; asserts each run exited 0."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(job, name, root) for name in names}
+        done = {name: f.result() for name, f in futures.items()}
+    for name, ran in done.items():
+        assert ran["out"].returncode == 0, f"{name}:\n{ran['out'].stdout}\n{ran['out'].stderr}"
+    return done
 
 
 class Clock:

@@ -3,7 +3,6 @@ waits, checkpoints, evaluation phases and warm-up (in-process, then under ``tm``
 injected costs), stragglers of a 4-rank ``torchrun`` job, and invariants 1 and 7 for every
 span tap (docs/spec.md "Time spans", "Stragglers")."""
 
-import collections
 import io
 import json
 import os
@@ -12,11 +11,10 @@ import threading
 import time
 
 import pytest
-from conftest import FIXTURES, losses, run_plain, run_tm
+from conftest import FIXTURES, StandInAgent, losses, run_plain, run_tm
 
 torch = pytest.importorskip("torch")
 
-from trainmeter.agent import guard  # noqa: E402
 from trainmeter.agent.spans import KINDS  # noqa: E402
 from trainmeter.agent.torch_taps import TorchTaps  # noqa: E402
 
@@ -25,29 +23,7 @@ SCRIPT = FIXTURES / "spans_train.py"
 DataLoaderIter = torch.utils.data.dataloader._BaseDataLoaderIter
 
 
-class _Agent:
-    armed, step, rank = True, 0, 0
-
-    def __init__(self):
-        queue = collections.deque()
-        self.sender = type("S", (), {"put_step": queue.append, "queue": queue})()
-        self.notes = []
-
-    def put_model(self, fields):
-        pass
-
-    def put(self, kind, **fields):
-        self.notes.append(fields)
-
-    def spans(self, kind=None):
-        out = [x for x in self.sender.queue if len(x) == 3]
-        return [x for x in out if kind is None or x[0] == kind]
-
-
-@pytest.fixture
-def fresh_guard(monkeypatch):
-    monkeypatch.setattr(guard, "_off", set())
-    monkeypatch.setattr(guard, "_reported", set())
+_Agent = StandInAgent
 
 
 @pytest.fixture
@@ -229,7 +205,7 @@ def test_a_failing_span_tap_warns_once_and_leaves_training_unchanged(fresh_guard
     assert len(warnings) == 1 and "internal error" in warnings[0], warnings
     assert agent.spans(kind) == []
     assert {k for k, _, _ in agent.spans()} == set(KINDS) - {kind}  # the other taps go on
-    assert len(agent.notes) == 1 and kind in agent.notes[0]["text"]
+    assert len(agent.notes()) == 1 and kind in agent.notes()[0]["text"]
 
 
 # -- under tm, against injected costs -------------------------------------------------------------

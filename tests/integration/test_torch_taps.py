@@ -1,12 +1,12 @@
 """The root-model token counter leaves the model as it was: signature, pickling, copies, and
 the class itself after detach (the wrapper lives on the class; see torch_taps' docstring)."""
 
-import collections
 import copy
 import inspect
 import io
 
 import pytest
+from conftest import StandInAgent
 
 torch = pytest.importorskip("torch")
 
@@ -25,16 +25,7 @@ class Net(torch.nn.Module):
         return self.out(self.emb(idx))
 
 
-class _Agent:
-    armed, step, rank = True, 0, 0
-
-    def __init__(self):
-        queue = collections.deque()
-        self.sender = type("S", (), {"put_step": queue.append, "queue": queue})()
-        self.models = []
-
-    def put_model(self, fields):
-        self.models.append(fields)
+_Agent = StandInAgent
 
 
 @pytest.fixture

@@ -19,14 +19,13 @@ import math
 import subprocess
 import sys
 import types
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, _env, losses, read_log, run_tm
+from conftest import FIXTURES, _env, losses, read_log, run_jobs, run_tm
 
-from trainmeter.agent import guard, trackers
+from trainmeter.agent import trackers
 from trainmeter.agent.trackers import TrackerTaps
 
 pytestmark = pytest.mark.slow
@@ -82,12 +81,7 @@ def _job(name: str, root: Path) -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("trackers")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(_job, name, root) for name in JOBS}
-        done = {name: f.result() for name, f in futures.items()}
-    for name, job in done.items():
-        assert job["out"].returncode == 0, f"{name}:\n{job['out'].stdout}\n{job['out'].stderr}"
-    return done
+    return run_jobs(_job, JOBS, root)
 
 
 def _printed(job) -> list[float]:
@@ -208,9 +202,8 @@ class Agent:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_guard(monkeypatch):
-    monkeypatch.setattr(guard, "_off", set())
-    monkeypatch.setattr(guard, "_reported", set())
+def _fresh_guard(fresh_guard):
+    pass
 
 
 def _fake_wandb(events):
