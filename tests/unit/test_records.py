@@ -61,6 +61,17 @@ def test_a_steps_batch_expands_to_one_step_record_each():
         records.decode_wire(json.dumps({**batch, "step": [1]}))
 
 
+def test_a_steps_batch_with_microsecond_offsets_gives_the_times_back():
+    # what the sender writes: t0 plus whole microseconds (1.5 s + 250 us, by hand)
+    batch = {"v": 1, "k": "steps", "rank": 0, "t0": 1.5, "dt_us": [0, 250], "step": [1, 2],
+             "tokens": [8, 8], "samples": [1, 1]}  # fmt: skip
+    recs = records.decode_wire(json.dumps(batch))
+    assert [r["t"] for r in recs] == [1.5, pytest.approx(1.50025, abs=1e-9)]
+    for bad in ({"dt_us": [0, 2.5]}, {"t0": "1.5"}, {"dt_us": [0]}):
+        with pytest.raises(RecordError):
+            records.decode_wire(json.dumps({**batch, **bad}))
+
+
 def test_encode_refuses_nan_so_no_invalid_json_reaches_the_log():
     with pytest.raises(ValueError):
         records.encode({"v": 1, "k": "note", "t": float("nan"), "text": "x"})

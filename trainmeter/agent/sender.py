@@ -142,10 +142,7 @@ class Sender:
             except (TypeError, ValueError):  # a value JSON cannot carry: drop that record only
                 guard.warn_once("sender-encode", "dropped a record that JSON cannot encode")
         if steps:
-            t, step, tokens, samples = zip(*map(self._counted, steps), strict=True)
-            batch = {"v": 1, "k": "steps", "rank": self.rank, "t": t, "step": step,
-                     "tokens": tokens, "samples": samples}  # fmt: skip
-            chunks.insert(0, _line(batch))
+            chunks.insert(0, _line(self._steps_batch(steps)))
         if spans:  # after the steps: core.records.decode_wire says why the order matters
             name, t, dur = zip(*spans, strict=True)
             batch = {"v": 1, "k": "spans", "rank": self.rank, "name": name, "t": t,
@@ -153,12 +150,24 @@ class Sender:
             chunks.insert(1 if steps else 0, _line(batch))
         self._connect().sendall(b"".join(chunks))
 
-    def _counted(self, item: tuple) -> tuple:
-        t, step, tokens, samples, inputs = item
-        if inputs:
-            more_tokens, more_samples = self.count_inputs(inputs)
-            tokens, samples = tokens + more_tokens, samples + more_samples
-        return t, step, tokens, samples
+    def _steps_batch(self, steps: list[tuple]) -> dict:
+        """One ``steps`` wire batch (``core.records.decode_wire``) from queued step tuples.
+
+        Times go as whole microseconds after the first (``t0``, ``dt_us``): an int encodes in
+        a fraction of a float's time, and this runs on the training process's GIL.
+        """
+        count, t0 = self.count_inputs, steps[0][0]
+        dt, step, tokens, samples = [], [], [], []
+        for t, n, tok, smp, inputs in steps:
+            if inputs:  # the root model's input tensors, counted here off the hot path
+                more_tok, more_smp = count(inputs)
+                tok, smp = tok + more_tok, smp + more_smp
+            dt.append(int((t - t0) * 1e6 + 0.5))
+            step.append(n)
+            tokens.append(tok)
+            samples.append(smp)
+        return {"v": 1, "k": "steps", "rank": self.rank, "t0": t0, "dt_us": dt, "step": step,
+                "tokens": tokens, "samples": samples}  # fmt: skip
 
     @staticmethod
     def count_inputs(inputs) -> tuple[int, int]:
