@@ -41,15 +41,19 @@ def _setup():
     return torch, model, opt, torch.randint(0, 64, (4, 8))
 
 
-def _median_step(model, opt, x, n: int) -> float:
-    """Median wall seconds of ``n`` training steps."""
+def _median_step(model, opt, x, n: int, cpu: list | None = None) -> float:
+    """Median wall seconds of ``n`` training steps; appends the block's process CPU seconds
+    per step (all threads: the sender's too) to ``cpu`` when given."""
     times = []
+    c0 = time.process_time()
     for _ in range(n):
         t0 = time.perf_counter()
         model(x).sum().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t0)
+    if cpu is not None:
+        cpu.append((time.process_time() - c0) / n)
     return statistics.median(times)
 
 
@@ -78,7 +82,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _paired(blocks: int, tmp: str) -> tuple[list[float], list[float], float]:
+def _paired(blocks: int, tmp: str) -> tuple[list[float], list[float], float, tuple]:
     from trainmeter.agent import runtime
 
     _, model, opt, x = _setup()
@@ -87,19 +91,21 @@ def _paired(blocks: int, tmp: str) -> tuple[list[float], list[float], float]:
     agent = runtime.install(path)  # torch is imported: the taps attach now
     taps = agent.torch_taps
 
-    off, on = [], []
+    off, on, cpu_off, cpu_on = [], [], [], []
     for _ in range(blocks):
         taps.detach()
-        off.append(_median_step(model, opt, x, BLOCK))
+        off.append(_median_step(model, opt, x, BLOCK, cpu_off))
         taps.attach()
-        _median_step(model, opt, x, 2)  # re-discovery after attach: not steady-state steps
-        on.append(_median_step(model, opt, x, BLOCK))
+        # re-discovery after attach, and the counted-FLOPs step (flop_count.COUNT_STEP) that
+        # every attach arms again: not steady-state steps
+        _median_step(model, opt, x, 4)
+        on.append(_median_step(model, opt, x, BLOCK, cpu_on))
     agent.sender.sync()
     supervisor_cpu = _cpu_seconds(proc.pid) / (blocks * (BLOCK + 2))  # per step it received
     runtime.uninstall()
     proc.terminate()
     proc.wait()
-    return off, on, supervisor_cpu
+    return off, on, supervisor_cpu, (cpu_off, cpu_on)
 
 
 def _interval(diffs: list[float], reps: int = 2000) -> tuple[float, float]:
@@ -174,7 +180,7 @@ def main(argv=None) -> int:
     p.add_argument("--blocks", type=int, default=400, help="block pairs (100 steps each)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tm-bench-") as tmp:
-        off, on, supervisor_cpu = _paired(args.blocks, tmp)
+        off, on, supervisor_cpu, (cpu_off, cpu_on) = _paired(args.blocks, tmp)
     us = 1e6
     diffs = [b - a for a, b in zip(off, on, strict=True)]
     lo, hi = _interval(diffs)
@@ -186,6 +192,13 @@ def main(argv=None) -> int:
     print(
         f"added per step     {added * us:8.2f} us   (90% interval {lo * us:.2f}..{hi * us:.2f})"
         f"   ratio {(base + added) / base:.4f}   target < 5 us"
+    )
+    cdiffs = [b - a for a, b in zip(cpu_off, cpu_on, strict=True)]
+    clo, chi = _interval(cdiffs)
+    print(
+        f"CPU time per step  {statistics.median(cpu_off) * us:8.2f} us   added "
+        f"{statistics.median(cdiffs) * us:.2f} us (90% interval {clo * us:.2f}..{chi * us:.2f}; "
+        "process CPU, all threads: blind to time the machine gave to others)"
     )
     print(f"supervisor process {supervisor_cpu * us:8.2f} us of CPU per step (outside the run)")
     pc = _pieces()
