@@ -33,5 +33,10 @@ def test_four_ranks_connect_tokens_count_the_world_and_losses_are_unchanged(work
     assert snap["step"] == STEPS and snap["ranks"] == {str(r): STEPS for r in range(4)}
     # by hand: 6 steps x (4 sequences x 32 bytes) x 4 ranks
     assert snap["tokens"] == STEPS * BATCH * SEQ * 4
+    # the model inside DistributedDataParallel: its name and shape, as without torchrun
+    # (examples/train_gpt.py GPTConfig: 4 layers, width 128, 4 heads, vocab 256, context SEQ)
+    model = snap["model"]
+    assert model["name"] == "GPT" and model["context"] == SEQ
+    assert (model["layers"], model["width"], model["heads"], model["vocab"]) == (4, 128, 4, 256)
     train = [r["value"] for r in log if r["k"] == "series" and r["name"] == "train_loss"]
     assert [f"{v:.6f}" for v in train] == [ln.split()[-1] for ln in printed if " loss " in ln]

@@ -26,12 +26,32 @@ _CONFIG_KEYS = {
 _GATED_ACTS = ("silu", "swiglu", "swish", "geglu")
 
 
+# Wrappers that hold the user's model in an attribute and add no parameters of their own:
+# DistributedDataParallel and DataParallel (``module``), torch.compile's OptimizedModule
+# (``_orig_mod``). FSDP keeps ``module`` too, but its parameters are flattened shards.
+_WRAPPED = (("DistributedDataParallel", "module"), ("DataParallel", "module"),
+            ("OptimizedModule", "_orig_mod"))  # fmt: skip
+
+
+def unwrap(model):
+    """The user's model inside data-parallel and ``torch.compile`` wrappers (its name, config
+    and shape are the model's; a wrapper's are not), else ``model`` itself."""
+    for _ in range(4):  # DDP(compile(model)) and the like: a few levels at most
+        attr = dict(_WRAPPED).get(type(model).__name__)
+        inner = getattr(model, attr, None) if attr else None
+        if inner is None:
+            return model
+        model = inner
+    return model
+
+
 def describe(torch, model, seq_len: int | None) -> dict[str, Any]:
     """Counts and shape of ``model`` (a ``torch.nn.Module``) as a ``model`` record's fields.
 
     Args:
         torch: the imported torch module (the agent never imports it itself).
-        model: the root module the optimizer trains.
+        model: the root module the optimizer trains (a data-parallel or compiled wrapper is
+            looked through: :func:`unwrap`).
         seq_len: tokens per sequence seen in the first training batch, or None.
     Returns:
         A dict with ``params``, ``embedding_params``, ``token_embedding_params`` and the
@@ -39,6 +59,7 @@ def describe(torch, model, seq_len: int | None) -> dict[str, Any]:
         ``context`` (the configured maximum sequence length).
     """
     nn = torch.nn
+    model = unwrap(model)
     params = {id(p): p for p in model.parameters()}  # tied weights counted once
     embeddings = [m for m in model.modules() if isinstance(m, nn.Embedding)]
     cfg = _from_config(getattr(model, "config", None))
