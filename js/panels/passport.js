@@ -92,7 +92,7 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
       else facts.mfu.set("no MFU", { subText: isObj(snap.peak) ? "(measuring throughput)" : "(no dense peak known)", muted: true });
 
       const rate = isNum(snap.tokens_per_s_avg) ? snap.tokens_per_s_avg : null;
-      if (rate !== null) facts.rate.set(`${si(rate, "", 3)} tok/s`, { subText: "(run average)" });
+      if (rate !== null) facts.rate.set(`${si(rate, "", 3)} tok/s`, { subText: "(mean over the timed steps, not tokens over elapsed time)" });
       else facts.rate.set(NOT_MEASURED, { muted: true });
 
       const run = isObj(snap.run) ? snap.run : {};

@@ -16,3 +16,11 @@ def test_a_tiny_nonzero_mfu_never_reads_as_zero():
     # 3.2e-5 x 100 = 0.0032 %: one decimal would print "0.0%"
     assert "MFU 0.0032% [titan]" in summary_line(_snap(3.2e-5))
     assert "MFU 0.0% [titan]" in summary_line(_snap(0.0))  # a real zero stays a zero
+
+
+def test_an_attached_run_says_what_is_unknown_rather_than_zero_steps():
+    snap = {"run": {"state": "finished", "log": "x/run.jsonl"}, "step": 0, "tokens": 0,
+            "elapsed_s": 5.6, "process": {"pid": 4242}, "model": None}  # fmt: skip
+    line = summary_line(snap)
+    assert line == ("trainmeter: finished · watched process 4242 from outside (no agent: no "
+                    "steps, tokens or FLOPs) · 5.6 s · log x/run.jsonl")  # fmt: skip

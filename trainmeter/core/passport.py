@@ -392,7 +392,7 @@ def _mfu_md(p: dict, why: dict) -> str:
 
 
 def _rate_md(v: float) -> str:
-    return f"{format_si(v, 'tokens/s')} (run average)"
+    return f"{format_si(v, 'tokens/s')} (mean over the timed steps, not tokens over elapsed time)"
 
 
 def _counted_md(v: float) -> str:

@@ -19,6 +19,12 @@ def summary_line(snap: dict[str, Any]) -> str:
     state = run.get("state", "idle")
     if run.get("exit_code"):
         state += f" (exit {run['exit_code']})"
+    process = snap.get("process")
+    if isinstance(process, dict) and not snap.get("model") and not snap.get("step"):
+        # tm attach: no agent inside, so steps, tokens and FLOPs are unknown, not zero
+        parts = [f"trainmeter: {state}", f"watched process {process.get('pid', '?')} from "
+                 "outside (no agent: no steps, tokens or FLOPs)"]  # fmt: skip
+        return " · ".join([*parts, *_tail(snap, run)])
     parts = [
         f"trainmeter: {state}",
         f"{snap.get('step', 0)} steps",
@@ -33,7 +39,10 @@ def summary_line(snap: dict[str, Any]) -> str:
             f"{pct:.2g}" if 0 < abs(pct) < 0.1 else f"{pct:.1f}"
         )  # never "0.0%" for a nonzero MFU
         parts.append(f"MFU {shown}% [{conv}]")
-    parts.append(format_duration(snap.get("elapsed_s")))
-    if run.get("log"):
-        parts.append(f"log {run['log']}")
-    return " · ".join(parts)
+    return " · ".join([*parts, *_tail(snap, run)])
+
+
+def _tail(snap: dict[str, Any], run: dict[str, Any]) -> list[str]:
+    """The elapsed time and, when known, the log's path."""
+    log = [f"log {run['log']}"] if run.get("log") else []
+    return [format_duration(snap.get("elapsed_s")), *log]

@@ -97,7 +97,11 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
         if not live.agents_seen:
             snap.setdefault("notes", []).append("no agent connected: is trainmeter installed "
                                                 "in the child's Python?")  # fmt: skip
-            say("[trainmeter] no agent connected (is trainmeter importable by the child?)")
+            say(
+                "[trainmeter] no agent connected: the child never imported torch or trainmeter, "
+                "or is not a Python of an environment with trainmeter installed (tm -- python "
+                "... runs the first python on PATH: use the one trainmeter is installed in)"
+            )
         say(summary_line(snap))
     if rc < 0:
         _die_like(-rc)

@@ -115,11 +115,12 @@ def find_run(run: str | None, root: Path | str | None = None) -> Path:
             return p
     base = runs_dir(root)
     runs = sorted(d for d in base.glob("*") if (d / "run.jsonl").is_file()) if base.is_dir() else []
+    hint = "list them with `tm ls`" if runs else "start one with `tm train.py`"
     if run:
         runs = [d for d in runs if d.name.startswith(run)]
     if not runs:
         what = f"run matching {run!r}" if run else "runs"
-        raise FileNotFoundError(f"no {what} under {base.resolve()} (start one with `tm train.py`)")
+        raise FileNotFoundError(f"no {what} under {base.resolve()} ({hint})")
     return runs[-1]
 
 
