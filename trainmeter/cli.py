@@ -230,11 +230,17 @@ def _default_name(cmd: list[str]) -> str:
     return scripts[0] if scripts else Path(cmd[0]).name
 
 
+def run_arguments(p: argparse.ArgumentParser, run: bool = True) -> None:
+    """The arguments every command that reads a finished run takes: RUN (optional) and --dir."""
+    if run:
+        p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
+    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
+
+
 def _replay(argv: list[str]) -> int:
     p = _Parser(prog="tm replay", description="Rebuild a run's final snapshot from its log.")
-    p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
+    run_arguments(p)
     p.add_argument("--json", action="store_true", help="print the snapshot as JSON")
-    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
     args = p.parse_args(argv)
     from trainmeter.core.engine import replay
     from trainmeter.core.summary import summary_line
@@ -255,7 +261,7 @@ def _replay(argv: list[str]) -> int:
 
 def _ls(argv: list[str]) -> int:
     p = _Parser(prog="tm ls", description="List runs, oldest first.")
-    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
+    run_arguments(p, run=False)
     args = p.parse_args(argv)
     from trainmeter.core.engine import replay
     from trainmeter.supervisor.store import runs_dir

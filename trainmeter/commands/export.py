@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from trainmeter.cli import _Parser
+from trainmeter.cli import _Parser, run_arguments
 from trainmeter.exports import MissingPackage
 from trainmeter.exports.run import RunData
 from trainmeter.supervisor.store import find_run
@@ -30,8 +30,7 @@ def _parser() -> _Parser:
         "convention's name.",
     )
     p.add_argument("target", choices=TARGETS, help="where to: " + ", ".join(TARGETS))
-    p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
-    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
+    run_arguments(p)
     p.add_argument("--out", default=None, metavar="PATH", help=_OUT_HELP)
     p.add_argument(
         "--project",

@@ -278,7 +278,7 @@ def merge(folders: list[Path], out: Path | None = None, name: str | None = None,
 
 def main(argv: list[str]) -> int:
     """``tm merge``: exit 0 merged, 1 a run not found, 2 runs that cannot be merged."""
-    from trainmeter.cli import _Parser
+    from trainmeter.cli import _Parser, run_arguments
 
     p = _Parser(prog="tm merge", description="Combine the run folders of one multi-node job's "
                 "nodes into one run for replay (docs/multinode.md).")  # fmt: skip
@@ -288,7 +288,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--name", help="the merged run's name (default: rank 0's run name)")
     p.add_argument("--force", action="store_true",
                    help="merge runs that do not name one job, or share ranks")  # fmt: skip
-    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
+    run_arguments(p, run=False)
     args = p.parse_args(argv)
     try:
         folders = [find_run(r, args.dir) for r in args.runs]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from trainmeter.cli import _Parser
+from trainmeter.cli import _Parser, run_arguments
 from trainmeter.core.passport import markdown
 from trainmeter.exports import passport_files
 from trainmeter.supervisor.store import find_run
@@ -23,9 +23,8 @@ def main(argv: list[str]) -> int:
         description="Print a run's passport: model size, tokens, "
         "FLOPs under each convention, MFU, GPU-hours, energy, hardware, dates.",
     )
-    p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
+    run_arguments(p)
     p.add_argument("--json", action="store_true", help="print the passport as JSON")
-    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
     args = p.parse_args(argv)
     try:
         folder = find_run(args.run, args.dir)

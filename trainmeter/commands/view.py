@@ -33,7 +33,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from trainmeter.cli import _Parser, _port
+from trainmeter.cli import _Parser, _port, run_arguments
 from trainmeter.web import DEFAULT_PORT
 
 NOTEBOOK = "replay.ipynb"
@@ -50,8 +50,7 @@ def _parser() -> _Parser:
     # _Parser refuses abbreviations: a mistyped --no-browse must not start JupyterLab
     p = _Parser(prog="tm view", description="Open a finished run's replay notebook in "
                 "JupyterLab, or serve its dashboard page (--web).")  # fmt: skip
-    p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
-    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
+    run_arguments(p)
     p.add_argument("--no-browser", action="store_true", help="print the URL, open no browser")
     p.add_argument("--web", action="store_true", help="serve the tm page for the run instead "
                    "of a notebook, until Ctrl-C")  # fmt: skip
