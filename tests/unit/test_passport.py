@@ -76,6 +76,15 @@ def test_unknown_figures_are_null_with_a_reason_and_never_filled_in():
     assert "n/a" not in md and "None" not in md
 
 
+def test_an_attached_run_says_no_agent_was_inside_where_an_agent_figure_is_missing():
+    snap = _snap(model=None, flops_per_token={}, flops_spent={}, tokens_per_s_avg=None,
+                 process={"pid": 4242})  # fmt: skip
+    p = passport.build(snap)
+    for key in ("model", "flops_per_token.titan", "tokens_per_s_avg"):
+        assert p["unknown"][key] == passport.WHY_ATTACHED, key
+    assert passport.WHY_NO_MODEL not in p["unknown"].values()
+
+
 def test_every_flops_and_mfu_figure_names_its_convention_shown_one_first():
     md = passport.markdown(passport.build(_snap()))
     rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}

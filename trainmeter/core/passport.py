@@ -29,6 +29,7 @@ PASSPORT_VERSION = 1  # the passport's own schema; bumped when a key changes mea
 J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s (definition)
 
 WHY_NO_MODEL = "no model seen: the agent reports it at the first training forward pass"
+WHY_ATTACHED = "no agent: tm attach watched the process from outside (docs/attach.md)"
 WHY_NO_SHAPE = (
     "the model record lacks a shape field the convention needs: layers, heads, sequence "
     "length; megatron also width, FFN and vocabulary"
@@ -77,6 +78,9 @@ def build(snap: dict[str, Any], *, version: str | None = None) -> dict[str, Any]
     out["tokens_per_s_avg"] = _known(
         snap.get("tokens_per_s_avg"), why, "tokens_per_s_avg", WHY_NO_TIMED_STEP
     )
+    if isinstance(snap.get("process"), dict):  # tm attach: no agent was ever inside
+        why = {k: WHY_ATTACHED if v in (WHY_NO_MODEL, WHY_NO_TIMED_STEP) else v
+               for k, v in why.items()}  # fmt: skip
     out["unknown"] = why
     out["notes"] = [str(n) for n in snap.get("notes") or []]
     return out
