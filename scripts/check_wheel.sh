@@ -82,12 +82,16 @@ ok = check("wheel", wsizes, lambda n: n.startswith(("trainmeter/", dist_info)))
 if "tm = trainmeter.cli:main" not in entry:
     print("check_wheel: wheel: no `tm` console script", file=sys.stderr)
     ok = False
+if wsizes.get("trainmeter/notebooks/replay.ipynb", 0) < 500:  # tm view's template (force-include)
+    print("check_wheel: wheel: trainmeter/notebooks/replay.ipynb missing", file=sys.stderr)
+    ok = False
 prefix = f"trainmeter-{version}/"
 with tarfile.open(sdist) as t:
     ssizes = {m.name[len(prefix):]: m.size for m in t.getmembers()
               if m.isfile() and m.name.startswith(prefix)}
 ok &= check("sdist", ssizes, lambda n: True)
-for need in ("pyproject.toml", "package.json", "package-lock.json", "js/widget.js", "PKG-INFO"):
+for need in ("pyproject.toml", "package.json", "package-lock.json", "js/widget.js", "PKG-INFO",
+             "notebooks/replay.ipynb"):
     if need not in ssizes:
         print(f"check_wheel: sdist: {need} missing", file=sys.stderr)
         ok = False
