@@ -36,9 +36,13 @@ def run_tm(tm_args, cwd, timeout=300, env=None):
 
 
 def read_log(cwd) -> list[dict]:
-    runs = sorted((Path(cwd) / ".trainmeter" / "runs").glob("*/run.jsonl"))
+    """The records of the newest run's log under ``cwd/.trainmeter``."""
+    from trainmeter.supervisor.store import run_folders
+
+    runs = run_folders(Path(cwd) / ".trainmeter")
     assert runs, f"no run log under {cwd}"
-    return [json.loads(line) for line in runs[-1].read_text().splitlines() if line.strip()]
+    log = runs[-1] / "run.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
 def losses(stdout: str) -> list[str]:

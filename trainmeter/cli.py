@@ -264,12 +264,10 @@ def _ls(argv: list[str]) -> int:
     run_arguments(p, run=False)
     args = p.parse_args(argv)
     from trainmeter.core.engine import replay
-    from trainmeter.supervisor.store import runs_dir
+    from trainmeter.supervisor.store import run_folders, runs_dir
 
     base = runs_dir(args.dir)
-    folders = (
-        sorted(d for d in base.glob("*") if (d / "run.jsonl").is_file()) if base.is_dir() else []
-    )
+    folders = run_folders(args.dir)
     if not folders:
         print(f"no runs under {base.resolve()}")
         return 0

@@ -70,3 +70,14 @@ def test_a_log_cut_mid_line_still_replays_up_to_the_last_whole_line(tmp_path):
     path.write_bytes(path.read_bytes() + b'{"v":1,"k":"step","t":3,"st')  # killed mid-write
     with open(path, "rb") as f:
         assert replay(f).snapshot()["step"] == 2
+
+
+def test_runs_started_in_the_same_second_are_ordered_by_their_first_record(tmp_path):
+    # ids differ only in the random suffix: "ffff" started first, "0000" a moment later
+    runs = tmp_path / "runs"
+    for name, t in (("20261130-120000-ffff", 1.0), ("20261130-120000-0000", 1.5)):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "run.jsonl").write_text(f'{{"v": 1, "k": "run_start", "t": {t}}}\n')
+    assert [d.name for d in store.run_folders(tmp_path)] == [
+        "20261130-120000-ffff", "20261130-120000-0000"]  # fmt: skip
+    assert store.find_run(None, tmp_path).name == "20261130-120000-0000"  # the newest

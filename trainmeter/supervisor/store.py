@@ -7,6 +7,7 @@ still unwritten at close is reported with the log's path.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -100,6 +101,28 @@ def run_folder_name(run_id: str, host: str, job: Mapping | None = None, ranks=()
     return name
 
 
+def run_folders(root: Path | str | None = None) -> list[Path]:
+    """The run folders under ``root`` (those holding a ``run.jsonl``), oldest first.
+
+    Ordered by the id's start second, then by the ``t`` of the log's first record: two runs
+    started in the same second have ids that differ only in their random suffix.
+    """
+    base = runs_dir(root)
+    if not base.is_dir():
+        return []
+    return sorted((d for d in base.glob("*") if (d / "run.jsonl").is_file()), key=_start_key)
+
+
+def _start_key(folder: Path) -> tuple[str, float, str]:
+    try:
+        with open(folder / "run.jsonl", "rb") as f:
+            t = json.loads(f.readline()).get("t", 0.0)
+        t = float(t) if isinstance(t, (int, float)) else 0.0
+    except (OSError, ValueError, AttributeError):
+        t = 0.0
+    return folder.name[:15], t, folder.name
+
+
 def find_run(run: str | None, root: Path | str | None = None) -> Path:
     """The run folder for ``run`` (a folder, a ``run.jsonl`` path, an id or id prefix, or None
     for the newest run).
@@ -114,7 +137,7 @@ def find_run(run: str | None, root: Path | str | None = None) -> Path:
         if (p / "run.jsonl").is_file():
             return p
     base = runs_dir(root)
-    runs = sorted(d for d in base.glob("*") if (d / "run.jsonl").is_file()) if base.is_dir() else []
+    runs = run_folders(root)
     hint = "list them with `tm ls`" if runs else "start one with `tm train.py`"
     if run:
         runs = [d for d in runs if d.name.startswith(run)]
