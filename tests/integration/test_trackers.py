@@ -282,13 +282,19 @@ def _calls(wandb, tb, mlflow):
     ]
 
 
-def test_each_tap_calls_the_tracker_first_and_returns_its_result_unchanged(taps, monkeypatch):
-    events = []
+def _all_attached(taps, events, monkeypatch):
+    """Taps with fake wandb, TensorBoard and MLflow attached, each logging calls to ``events``."""
     t = taps(events)
     wandb, tb = _fake_wandb(events), _fake_tensorboard(events)
     mlflow, _ = _fake_mlflow(events, monkeypatch)
     for mod in (wandb, tb, mlflow):
         t.attach(mod)
+    return t, (wandb, tb, mlflow)
+
+
+def test_each_tap_calls_the_tracker_first_and_returns_its_result_unchanged(taps, monkeypatch):
+    events = []
+    t, (wandb, tb, mlflow) = _all_attached(taps, events, monkeypatch)
     assert all(r is SENTINEL for r in _calls(wandb, tb, mlflow))
     kinds = [e[0] if isinstance(e, tuple) else e["name"] for e in events]
     assert kinds == ["wandb.log", "train/loss", "add_scalar", "Loss/train",
@@ -318,11 +324,7 @@ def test_an_internal_error_in_each_tap_warns_once_and_the_calls_still_work(
     taps, monkeypatch, capsys
 ):
     events = []
-    t = taps(events)
-    wandb, tb = _fake_wandb(events), _fake_tensorboard(events)
-    mlflow, _ = _fake_mlflow(events, monkeypatch)
-    for mod in (wandb, tb, mlflow):
-        t.attach(mod)
+    t, (wandb, tb, mlflow) = _all_attached(taps, events, monkeypatch)
 
     def boom(*a, **k):
         raise RuntimeError("forced")
