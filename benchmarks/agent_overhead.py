@@ -8,10 +8,10 @@ the machine's noise (large on a shared 2-core VM: whole runs differ by 30 %) hit
 The agent is the real one, sending every record to a real supervisor in its own process (the
 notebook supervisor, ``python -m trainmeter.supervisor``). Each block reports its median step
 time; the added cost is the median of the paired block differences, with a bootstrap 90 %
-interval. It also times the agent's pieces alone (the two hooks called directly and the
-sender's encoding per step) and, for reference, a no-op module forward pre-hook, which is why
-the agent uses none. Target (issue 2): under 5 microseconds added per step. Results go in
-docs/performance.md.
+interval. It also times the agent's pieces alone (the step clock's method called directly,
+the root's counting ``__call__`` A/B on calls, and the sender thread's count and encoding per
+step) and, for reference, a no-op module forward pre-hook, which is why the agent uses none.
+Target (issue 2): under 5 microseconds added per step. Results go in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def _interval(diffs: list[float], reps: int = 2000) -> tuple[float, float]:
 
 def _pieces() -> dict:
     """The agent's own code, timed alone (no sender thread running beside it)."""
-    from trainmeter.agent.sender import Sender
+    from trainmeter.agent.sender import QueueReader, _line
+    from trainmeter.agent.step_clock import _clocking_method
     from trainmeter.agent.torch_taps import TorchTaps
 
     torch, model, opt, x = _setup()
@@ -126,17 +127,18 @@ def _pieces() -> dict:
 
     class _Agent:
         armed, step, rank = True, 0, 0
-        sender = type("S", (), {"put_step": queue.append, "queue": queue})()
+        sender = type("S", (), {"put_step": queue.append, "queue": queue, "wake": print})()
 
         def put_model(self, fields):
             pass
 
     taps = TorchTaps(_Agent(), torch)
-    taps.clock_id = id(opt)
+    no_profiler = type("P", (), {"_is_profiler_enabled": False})
+    method = _clocking_method(taps, [id(opt)], lambda self: None, no_profiler)
     n = 100_000
     t0 = time.perf_counter()
     for _ in range(n):
-        taps._on_step(opt, (), {})
+        method(opt)
     step_hook = (time.perf_counter() - t0) / n
 
     def forwards(k=3000):
@@ -145,33 +147,30 @@ def _pieces() -> dict:
             model(x)
         return (time.perf_counter() - t0) / k
 
-    wrap, hook = [], []  # paired A/B on forward calls alone (grad enabled: tokens counted)
+    call, hook = [], []  # paired A/B on forward calls alone (grad enabled: tokens queued)
     for _ in range(40):
         a = forwards()
-        taps._wrap_forward(model)
-        wrap.append(forwards() - a)
-        taps._unwrap_forward()
+        taps._patch_call(model)
+        call.append(forwards() - a)
+        taps._unpatch()
+        queue.clear()
         h = model.register_forward_pre_hook(lambda *a, **k: None, with_kwargs=True)
         hook.append(forwards() - a)
         h.remove()
 
-    class _Sink:
-        def sendall(self, data):
-            pass
-
-    s = Sender.__new__(Sender)  # no thread, no socket: only the encoding path
-    s.queue, s.rank, s._sock, s._hello = collections.deque(), 0, _Sink(), {}
-    items = [(time.time() + i, i, 0, 0, [x]) for i in range(1000)]  # inputs counted here
-    s.count_inputs = TorchTaps(_Agent(), torch)._count_inputs
+    reader = QueueReader(0)  # the sender thread's work: count each call, encode the batch
+    reader.tensor, reader.ints = torch.Tensor, (torch.int64, torch.int32)
+    items = [y for i in range(1000) for y in (x, (time.time() + i, i, 0, 0))]
     spent = 0.0
     for _ in range(50):
-        s.queue.extend(items)
+        q = collections.deque(items)
         t0 = time.perf_counter()
-        s._write_queued()
+        steps, _, _ = reader.read(q)
+        _line(steps)
         spent += time.perf_counter() - t0
     encode = spent / 50_000
 
-    return {"step_hook": step_hook, "fwd_hook": statistics.median(wrap), "encode": encode,
+    return {"step_hook": step_hook, "call": statistics.median(call), "encode": encode,
             "noop_module_hook": statistics.median(hook)}  # fmt: skip
 
 
@@ -202,12 +201,11 @@ def main(argv=None) -> int:
     )
     print(f"supervisor process {supervisor_cpu * us:8.2f} us of CPU per step (outside the run)")
     pc = _pieces()
-    own = pc["step_hook"] + pc["fwd_hook"] + pc["encode"]
-    print(f"agent code alone   step hook {pc['step_hook'] * us:.2f} us (direct calls)")
-    print(
-        f"                   counting forward wrapper {pc['fwd_hook'] * us:.2f} us (A/B on calls)"
-    )
-    print(f"                   sender encoding {pc['encode'] * us:.2f} us per step (sender thread)")
+    own = pc["step_hook"] + pc["call"] + pc["encode"]
+    print(f"agent code alone   step clock method {pc['step_hook'] * us:.2f} us (direct calls)")
+    print(f"                   counting __call__ {pc['call'] * us:.2f} us (A/B on calls)")
+    enc = pc["encode"] * us
+    print(f"                   sender count + encoding {enc:.2f} us per step (its thread)")
     print(f"                   sum {own * us:.2f} us")
     hook = pc["noop_module_hook"] * us
     print(

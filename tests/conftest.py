@@ -54,33 +54,74 @@ def workdir(tmp_path):
     return tmp_path
 
 
+class StandInSender:
+    """The agent's sender without its thread or socket: items land on ``queue`` as the real
+    ``put_step`` and ``put`` take them, and ``drain()`` reads them as the sender thread would
+    (``trainmeter.agent.sender.QueueReader``: root calls counted, steps, spans, records),
+    keeping everything it read in ``steps``, ``spans`` and ``records``."""
+
+    def __init__(self):
+        from trainmeter.agent.sender import QueueReader
+
+        self.queue = collections.deque()
+        self.put_step = self.put = self.queue.append
+        self.reader = QueueReader(0)
+        self.woken, self.on_stop = 0, None
+        self.steps, self.spans, self.records = [], [], []
+
+    def wake(self):
+        self.woken += 1
+
+    def set_counter(self, tensor_type, int_dtypes, count_call, on_stop):
+        self.reader.tensor, self.reader.ints = tensor_type, int_dtypes
+        self.reader.count_call, self.on_stop = count_call, on_stop
+
+    def drain(self):
+        steps, spans, records = self.reader.read(self.queue)
+        if steps is not None:
+            self.steps += zip(steps["step"], steps["tokens"], steps["samples"], strict=True)
+        if spans is not None:
+            self.spans += zip(spans["name"], spans["t"], spans["dur"], strict=True)
+        self.records += records
+
+    def counts(self):
+        """``([(step, tokens, samples) of every step], (tokens, samples) queued since)``."""
+        self.drain()
+        return self.steps, (self.reader.tokens, self.reader.samples)
+
+
 class StandInAgent:
     """A stand-in for :class:`trainmeter.agent.runtime.Agent` in in-process tap tests.
 
-    Steps and spans land on ``sender.queue`` as the real sender's ``put_step`` takes them; other
-    records are kept as ``(kind, fields)`` in ``records``, the models found in ``models``.
+    Records go through a :class:`StandInSender` as the real agent's do; ``records`` gives them
+    back as ``(kind, fields)``, the models found are in ``models``.
     """
 
     armed, step, rank, pad_skip = True, 0, 0, False
 
     def __init__(self):
-        queue = collections.deque()
-        self.sender = type("S", (), {"put_step": queue.append, "queue": queue})()
-        self.records, self.models = [], []
+        self.sender = StandInSender()
+        self.models = []
 
     def put_model(self, fields):
         self.models.append(fields)
 
     def put(self, kind, **fields):
-        self.records.append((kind, fields))
+        self.sender.put({"v": 1, "k": kind, "t": 0.0, **fields})
+
+    @property
+    def records(self) -> list[tuple]:
+        self.sender.drain()
+        return [(r["k"], {k: v for k, v in r.items() if k not in ("v", "k", "t")})
+                for r in self.sender.records]  # fmt: skip
 
     def notes(self) -> list[dict]:
         return [fields for kind, fields in self.records if kind == "note"]
 
     def spans(self, kind=None) -> list[tuple]:
         """(kind, start, seconds) of each span queued, of one kind or all."""
-        out = [x for x in self.sender.queue if len(x) == 3]
-        return [x for x in out if kind is None or x[0] == kind]
+        self.sender.drain()
+        return [x for x in self.sender.spans if kind is None or x[0] == kind]
 
 
 @pytest.fixture

@@ -58,7 +58,7 @@ def test_model_record_counts_parameters_and_embeddings(workdir):
 
 @pytest.mark.parametrize(
     "entry",
-    ["step_hook", "forward_hook", "discovery", "emit", "sender", "attach"],
+    ["step_hook", "step_method", "forward_hook", "discovery", "emit", "sender", "attach"],
 )
 def test_an_internal_failure_warns_once_and_leaves_the_loop_untouched(workdir, entry):
     plain = run_plain([TINY, "--steps", "8"], workdir)

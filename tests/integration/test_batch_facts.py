@@ -141,15 +141,12 @@ def test_the_taps_count_non_pad_tokens_of_every_micro_batch(fresh_guard):
     try:
         model = _MaskedLM()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        for _ in range(2):  # the first step is counted by discovery, the second by the wrapper
+        for _ in range(2):  # the first step is counted by discovery, the second by the sender
             model(IDS, attention_mask=MASK).sum().backward()
             model(IDS[:1], attention_mask=MASK[:1]).sum().backward()  # 3 real tokens
             opt.step()
-        steps = [x for x in agent.sender.queue if len(x) == 5]  # (the rest are time spans)
-        # (tokens, samples) of each step: those counted at once plus those of the kept inputs
-        counted = [tuple(map(sum, zip(s[2:4], taps._count_inputs(s[4]), strict=True)))
-                   for s in steps]  # fmt: skip
-        assert counted == [(11, 3), (11, 3)]
+        steps, _ = agent.sender.counts()  # as the sender thread counts the queued calls
+        assert steps == [(1, 11, 3), (2, 11, 3)]
     finally:
         taps.detach()
 

@@ -1,5 +1,7 @@
-"""The root-model token counter leaves the model as it was: signature, pickling, copies, and
-the class itself after detach (the wrapper lives on the class; see torch_taps' docstring)."""
+"""The root-model token counter leaves the model as it was: signature, pickling, copies,
+``forward``, and the class itself after detach (the counter is the class's ``__call__``; see
+torch_taps' docstring). Counts are read as the sender thread reads them (conftest's
+StandInSender)."""
 
 import copy
 import inspect
@@ -10,7 +12,7 @@ from conftest import StandInAgent
 
 torch = pytest.importorskip("torch")
 
-from trainmeter.agent.torch_taps import TorchTaps  # noqa: E402
+from trainmeter.agent.torch_taps import DEFER_BYTES, MAX_QUEUED, TorchTaps  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -42,17 +44,22 @@ def _train_step(model, opt, x):
     opt.zero_grad()
 
 
+def _counts(taps):
+    """([(step, tokens, samples)], (tokens, samples) queued since the last step), as the
+    sender thread counts them from the queue."""
+    return taps.agent.sender.counts()
+
+
 def test_the_root_is_found_and_its_tokens_counted_per_step(taps):
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))  # counted by discovery
     model(torch.zeros(2, 7, dtype=torch.long)).sum().backward()
     model(idx=torch.zeros(1, 4, dtype=torch.long)).sum().backward()  # by keyword
-    # two micro-batches, by hand; counted later (by the sender thread) from the kept inputs
-    assert taps._count_inputs(taps.inputs) == (2 * 7 + 1 * 4, 2 + 1)
+    # two micro-batches, by hand; counted by the sender thread from the queued calls
+    assert _counts(taps) == ([(1, 3 * 5, 3)], (2 * 7 + 1 * 4, 2 + 1))
     opt.step()
-    *_, inputs = taps.agent.sender.queue[-1]
-    assert taps._count_inputs(inputs) == (18, 3) and taps.inputs == []
+    assert _counts(taps) == ([(1, 15, 3), (2, 18, 3)], (0, 0))
     assert taps.agent.models[0]["params"] == 20 * 8 + 8 * 20 + 20
 
 
@@ -63,33 +70,66 @@ def test_copies_and_other_instances_of_the_class_are_not_counted(taps):
     ema = copy.deepcopy(model)
     ema(torch.zeros(9, 9, dtype=torch.long)).sum().backward()
     Net()(torch.zeros(9, 9, dtype=torch.long)).sum().backward()
-    assert taps.inputs == []
+    assert _counts(taps)[1] == (0, 0)
+    model(torch.zeros(1, 2, dtype=torch.long)).sum().backward()  # the root still counts
+    assert _counts(taps)[1] == (2, 1)
 
 
-def test_signature_pickle_and_outputs_are_unchanged(taps):
+def test_signature_pickle_forward_and_outputs_are_unchanged(taps):
     model = Net()
-    before = inspect.signature(Net.forward)
+    own_forward = Net.__dict__["forward"]
+    before = inspect.signature(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
-    assert inspect.signature(model.forward) == inspect.signature(Net().forward)
-    assert inspect.signature(Net.forward) == before  # what HF Trainer inspects
+    assert "__call__" in Net.__dict__  # the counter is on the class, not the instance
+    assert Net.__dict__["forward"] is own_forward  # what HF Trainer inspects, Accelerate wraps
+    assert inspect.signature(model) == before and "__call__" not in vars(model)
     buf = io.BytesIO()
     torch.save(model, buf)  # a whole-module pickle holds no trainmeter object
     assert b"trainmeter" not in buf.getvalue()
     x = torch.arange(6).reshape(2, 3)
-    assert torch.equal(model(x), Net.__dict__["forward"].__wrapped__(model, x))
+    assert torch.equal(model(x), own_forward(model, x))
 
 
-def test_detach_restores_the_class(taps):
-    own = Net.__dict__["forward"]
+def test_an_instance_forward_replaced_after_the_patch_is_still_counted(taps):
+    """Accelerate's mixed precision sets ``model.forward`` on the instance; the count is in
+    ``__call__``, so it still sees the calls (a ``forward`` wrapper on the class would not)."""
+    import types
+
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
-    assert Net.__dict__["forward"] is not own
+    inner = model.forward
+    model.forward = types.MethodType(lambda self, idx: inner(idx), model)
+    _train_step(model, opt, torch.zeros(2, 5, dtype=torch.long))
+    assert _counts(taps)[0][-1] == (2, 10, 2)
+
+
+def test_a_class_with_its_own_call_is_wrapped_and_restored(taps):
+    class OwnCall(Net):
+        def __call__(self, *args, **kwargs):
+            return super().__call__(*args, **kwargs) * 1
+
+    own = OwnCall.__dict__["__call__"]
+    model = OwnCall()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    _train_step(model, opt, torch.zeros(1, 4, dtype=torch.long))
+    assert _counts(taps)[0] == [(1, 15, 3), (2, 4, 1)]
+    assert OwnCall.__dict__["__call__"] is not own
     taps.detach()
-    assert Net.__dict__["forward"] is own
+    assert OwnCall.__dict__["__call__"] is own
+
+
+def test_detach_restores_the_class(taps):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    assert "__call__" in Net.__dict__
+    taps.detach()
+    assert "__call__" not in Net.__dict__ and Net.__call__ is torch.nn.Module.__call__
     seq = torch.nn.Sequential(torch.nn.Linear(2, 2))
-    assert "forward" in torch.nn.Sequential.__dict__ and seq(torch.ones(1, 2)).shape == (1, 2)
+    assert seq(torch.ones(1, 2)).shape == (1, 2)
 
 
 def test_between_notebook_cells_nothing_is_hooked_held_or_counted(taps):
@@ -97,22 +137,98 @@ def test_between_notebook_cells_nothing_is_hooked_held_or_counted(taps):
 
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    own = Net.__dict__["forward"]
     _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    model(torch.zeros(4, 4, dtype=torch.long)).sum().backward()  # after the step: dropped
     taps.pause()  # the cell ended
-    assert Net.__dict__["forward"] is own and not mm._global_forward_pre_hooks
+    assert "__call__" not in Net.__dict__ and not mm._global_forward_pre_hooks
+    queued = len(taps.agent.sender.queue)
     model(torch.zeros(2, 2, dtype=torch.long)).sum().backward()  # a plain cell trains
-    assert taps.inputs == [] and taps._roots == {}
+    assert len(taps.agent.sender.queue) == queued and taps._roots == {}
+    assert _counts(taps)[1] == (0, 0)
     taps.new_segment()  # the next %%trainmeter cell: the known root is counted again
     model(torch.zeros(2, 3, dtype=torch.long)).sum().backward()
-    assert taps._count_inputs(taps.inputs) == (6, 2)
+    assert _counts(taps)[1] == (6, 2)
 
 
-def test_forwards_without_a_step_are_folded_into_counts_not_kept(taps):
+def test_queued_inputs_wake_the_sender_before_they_pile_up(taps):
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
-    for _ in range(200):
-        model(torch.zeros(1, 2, dtype=torch.long))
-    assert len(taps.inputs) <= 65
-    assert taps.tokens + taps._count_inputs(taps.inputs)[0] == 200 * 2
+    # discovery saw one 3 x 5 int64 call: 120 bytes, so the limit is DEFER_BYTES / 120 items
+    assert taps.max_queued == min(MAX_QUEUED, DEFER_BYTES // 120)
+    taps.max_queued = 3
+    taps.clock._patch(type(opt))  # the clock's method binds the limit when it is made
+    _counts(taps)  # the sender thread has read the queue
+    for _ in range(2):
+        _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))  # 2 items a step
+    assert taps.agent.sender.woken == 1  # at the second step: 4 items queued
+    assert _counts(taps)[0][1:] == [(2, 2, 1), (3, 2, 1)]
+
+
+def test_a_stopped_sender_stops_the_count_and_the_clock(taps):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    taps.agent.sender.on_stop()  # what the sender calls when its socket fails
+    queued = len(taps.agent.sender.queue)
+    _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
+    assert len(taps.agent.sender.queue) == queued  # no tensor held, no step queued
+
+
+# -- the step clock (step_clock.py) ---------------------------------------------------------------
+def _post_hooks(taps):
+    """How many of the clock's global post-step hooks torch holds now."""
+    from torch.optim import optimizer
+
+    hooks = optimizer._global_optimizer_post_hooks.values()
+    return sum(getattr(h, "__self__", None) is taps.clock for h in hooks)
+
+
+def test_the_clock_moves_into_the_optimizers_method_and_leaves_no_hook(taps):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    own = torch.optim.Optimizer._optimizer_step_code
+    assert _post_hooks(taps) == 1  # the global hook waits for the first step
+    for n in (3, 2, 1):
+        _train_step(model, opt, torch.zeros(n, 4, dtype=torch.long))
+    assert "_optimizer_step_code" in torch.optim.SGD.__dict__ and _post_hooks(taps) == 0
+    assert _counts(taps)[0] == [(1, 12, 3), (2, 8, 2), (3, 4, 1)]
+    assert taps.agent.step == 3
+    taps.detach()
+    assert "_optimizer_step_code" not in torch.optim.SGD.__dict__
+    assert torch.optim.SGD._optimizer_step_code is own
+
+
+def test_a_second_optimizer_of_the_same_class_is_not_the_clock(taps):
+    gen, disc = Net(), Net()
+    opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+    opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+    for _ in range(3):  # a GAN's loop: the generator steps first, so its optimizer is the clock
+        _train_step(gen, opt_g, torch.zeros(2, 3, dtype=torch.long))
+        _train_step(disc, opt_d, torch.zeros(5, 5, dtype=torch.long))
+    assert _counts(taps)[0] == [(1, 6, 2), (2, 6, 2), (3, 6, 2)]
+
+
+def test_under_a_profiler_torchs_own_step_method_still_runs(taps, monkeypatch):
+    seen = []
+    monkeypatch.setattr(torch.optim.Optimizer, "_optimizer_step_code", lambda self: seen.append(1))
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))
+    before = len(seen)  # the first step only (the clock's method took over at the second)
+    with torch.profiler.profile():
+        _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))
+    _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))
+    assert before == 1 and len(seen) == 2  # once more inside the profiler, not after it
+    assert [s[0] for s in _counts(taps)[0]] == [1, 2, 3, 4]
+
+
+def test_if_torch_never_calls_the_method_the_hook_clocks_every_step(taps, monkeypatch):
+    monkeypatch.setattr(taps.clock, "_patch", lambda cls: None)  # a torch without the call
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))
+    assert _post_hooks(taps) == 1
+    assert _counts(taps)[0] == [(1, 2, 1), (2, 2, 1), (3, 2, 1)]

@@ -12,7 +12,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[2] / "trainmeter"
 STDLIB = set(sys.stdlib_module_names)
 # agent files that import torch inside functions, after the user's code imported it
-LAZY_TORCH = ("torch_taps.py", "spans.py", "flop_count.py")
+LAZY_TORCH = ("torch_taps.py", "spans.py", "flop_count.py", "step_clock.py")
 
 
 def _imports(path: Path):

@@ -64,7 +64,7 @@ def test_the_sender_sends_steps_then_spans_then_records(monkeypatch):
     monkeypatch.setattr(sender, "_connect", lambda: sock)
     sender.put({"v": 1, "k": "note", "t": 1.0, "text": "hi"})
     sender.queue.append(("data", 1.0, 0.123456789))  # a span (kind, start, seconds)
-    sender.queue.append((1.5, 1, 32, 4, ()))  # a step (t, step, tokens, samples, inputs)
+    sender.queue.append((1.5, 1, 32, 4))  # a step (t, step, tokens, samples)
     sender.queue.append(("checkpoint", 1.6, 0.5))
     sender._write_queued()
     lines = [json.loads(x) for x in sock.sent.splitlines()]

@@ -5,9 +5,9 @@ Once per run, the clock optimizer's ``COUNT_STEP``-th step runs under
 ``torch.utils.flop_counter.FlopCounterMode(display=False)``: the mode is entered at the root
 model's first training forward of that step and left at that step's optimizer pre-hook, so it
 sees the step's forwards (every micro-batch) and backwards, and not the optimizer's own update.
-The result (FLOP of the step, and the step's tokens from the agent's own count) goes out as one
-``flops_counted`` record; the engine divides the two. It sits beside the named conventions,
-never in their place (invariant 3).
+The result (FLOP of the step, and the step's tokens from the agent's own count, which the sender
+writes in when it reads that step: ``await_step``) goes out as one ``flops_counted`` record; the
+engine divides the two. It sits beside the named conventions, never in their place (invariant 3).
 
 Why the third step: the root model is known only at the first optimizer step (torch_taps'
 discovery), and the first steps are not yet typical (lazy modules, the optimizer's state, AMP
@@ -229,13 +229,12 @@ class FlopCount:
         taps = self.taps
         by_op = counter.get_flop_counts().get("Global", {})
         ops = {str(k): int(v) for k, v in list(by_op.items())[:MAX_OPS]}
-        tokens = taps.tokens + taps._count_inputs(taps.inputs)[0]  # this step's, metadata only
         attention = "counted" if any("attention" in k for k in ops) else "none counted"
         put = getattr(taps.agent, "put", None)
         if put is not None:
             put("flops_counted", rank=getattr(taps.agent, "rank", 0), step=taps.agent.step + 1,
-                flops=int(counter.get_total_flops()), tokens=tokens or None,
-                attention=attention, mapped=self.mapped, ops=ops)  # fmt: skip
+                flops=int(counter.get_total_flops()), tokens=None, attention=attention,
+                mapped=self.mapped, ops=ops, await_step=True)  # fmt: skip
 
     def _refusal(self) -> str | None:
         taps = self.taps

@@ -1,9 +1,25 @@
 """Send records from the training process to the supervisor without blocking the loop.
 
-The hot path is ``put(record)``: one ``deque.append`` (atomic under the GIL, no lock). A named
-daemon thread drains the queue every ``interval`` seconds, encodes JSON lines and writes them to
-the supervisor's Unix socket. If the socket fails, the sender warns once and drops records from
-then on: the training run never waits on trainmeter.
+The hot path is ``put(item)``: one ``deque.append`` (atomic under the GIL, no lock). A named
+daemon thread drains the queue every ``interval`` seconds (sooner when ``wake()`` is called),
+encodes JSON lines and writes them to the supervisor's Unix socket. If the socket fails, the
+sender warns once, tells the taps to stop (``on_stop``) and drops records from then on: the
+training run never waits on trainmeter.
+
+What the queue holds, in the order the training thread put it (``QueueReader.read``):
+
+- a ``dict``: one record, sent as it is; one with ``await_step`` waits for the step it names,
+  whose token count goes into its ``tokens`` (flop_count.py), and is sent right after it;
+- ``(t, step, tokens, samples)``: an optimizer step (step_clock.py), which also gets the tokens
+  and samples of every root-model call queued since the previous step; a bare ``float`` ``t`` is
+  the step after the last one, with nothing more (the clock's fast path: no tuple to build);
+- ``(kind, start, seconds)``: a time span (spans.py);
+- a tensor: a root-model call's first argument, counted here (``shape``, ``dtype``: metadata
+  only) so that the training thread pays one ``append`` per call;
+- ``(args, kwargs)``: any other root-model call, counted by the taps' ``count_call``;
+- ``FORGET``: drop the calls queued since the last step (a notebook cell ended).
+
+Steps and spans go out as column batches (``core.records.decode_wire``), one of each per flush.
 """
 
 from __future__ import annotations
@@ -16,7 +32,12 @@ from collections import deque
 
 from trainmeter.agent import guard
 
-MAX_QUEUE = 200_000  # records; ~40 s of a 5 kHz step rate before the oldest are dropped
+MAX_QUEUE = 200_000  # items; ~20 s of a 5 kHz step rate before the oldest are dropped
+FORGET = ("forget",)  # the queue item that drops the calls queued since the last step
+
+
+class _NoTensor:  # matches nothing until the torch taps call ``set_counter``
+    pass
 
 
 class Sender:
@@ -37,6 +58,9 @@ class Sender:
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()  # one writer on the socket at a time
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.reader = QueueReader(self.rank)
+        self.on_stop = lambda: None  # the taps' quiet(): the sender stopped
         self._sync_id = 0
         self._pid = os.getpid()
         self._thread = threading.Thread(target=self._loop, name="trainmeter-sender", daemon=True)
@@ -52,13 +76,19 @@ class Sender:
 
     @property
     def put_step(self):
-        """``put_step((t, step, tokens, samples, inputs))``: the cheapest enqueue, for the step
-        hook. The sender thread adds ``count_inputs(inputs)`` (the torch taps' metadata count of
-        the step's input tensors) and sends a flush's steps as one ``steps`` batch (see
-        ``core.records.decode_wire``), which the supervisor expands into step records. A
-        3-tuple ``(kind, start, seconds)`` on the same queue is a time span (``spans.py``),
-        sent as one ``spans`` batch right after the steps."""
+        """``put_step(item)``: the bare ``deque.append`` for the hot paths (steps, spans, root
+        calls; the module docstring lists the items)."""
         return self.queue.append
+
+    def wake(self) -> None:
+        """Flush soon rather than at the next interval (queued tensors are piling up)."""
+        self._wake.set()
+
+    def set_counter(self, tensor_type, int_dtypes, count_call, on_stop) -> None:
+        """How queued root-model calls are counted, and what to call if the sender stops."""
+        self.reader.tensor, self.reader.ints = tensor_type, int_dtypes
+        self.reader.count_call = count_call
+        self.on_stop = on_stop
 
     def flush(self) -> bool:
         """Write everything queued now, from the calling thread. False once the sender is off."""
@@ -70,8 +100,7 @@ class Sender:
                 self._write_queued()
             return True
         except Exception as exc:  # the supervisor went away, or a record would not encode
-            guard.failed("sender", exc)
-            self.queue.clear()
+            self._stopped("sender", exc)
             return False
 
     def sync(self, timeout: float = 3.0) -> bool:
@@ -93,12 +122,13 @@ class Sender:
                 finally:
                     sock.settimeout(None)
         except Exception as exc:
-            guard.failed("sender", exc)
+            self._stopped("sender", exc)
             return False
 
     def close(self) -> None:
         """Final flush and close (atexit and unload); never raises."""
         self._stop.set()
+        self._wake.set()
         self.flush()
         with self._lock:
             if self._sock is not None:
@@ -114,8 +144,19 @@ class Sender:
         self.queue.clear()
 
     # -- internals ------------------------------------------------------------------------------
+    def _stopped(self, name: str, exc: BaseException) -> None:
+        """Off for good: warn once, stop the taps (nothing may pile up) and drop the queue."""
+        guard.failed(name, exc)
+        try:
+            self.on_stop()
+        except Exception:
+            pass
+        self.queue.clear()
+
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
             if self.queue and not self.flush():
                 return
 
@@ -128,51 +169,19 @@ class Sender:
         return self._sock
 
     def _write_queued(self) -> None:
-        if not self.queue:
+        if not self.queue and not (self._stop.is_set() and self.reader.waiting):
             return
-        steps, spans, chunks = [], [], []
-        pop = self.queue.popleft
-        while self.queue:
-            item = pop()
-            if type(item) is tuple:  # a step (5 fields) or a span (3): batched as columns below
-                (steps if len(item) == 5 else spans).append(item)
-                continue
+        steps, spans, records = self.reader.read(self.queue)
+        if self._stop.is_set():  # the last flush: nothing waits any more
+            records += self.reader.release_all()
+        chunks = [_line(b) for b in (steps, spans) if b is not None]  # steps first: decode_wire
+        for rec in records:
             try:
-                chunks.append(_line(item))
+                chunks.append(_line(rec))
             except (TypeError, ValueError):  # a value JSON cannot carry: drop that record only
                 guard.warn_once("sender-encode", "dropped a record that JSON cannot encode")
-        if steps:
-            chunks.insert(0, _line(self._steps_batch(steps)))
-        if spans:  # after the steps: core.records.decode_wire says why the order matters
-            name, t, dur = zip(*spans, strict=True)
-            batch = {"v": 1, "k": "spans", "rank": self.rank, "name": name, "t": t,
-                     "dur": [round(d, 7) for d in dur]}  # fmt: skip
-            chunks.insert(1 if steps else 0, _line(batch))
-        self._connect().sendall(b"".join(chunks))
-
-    def _steps_batch(self, steps: list[tuple]) -> dict:
-        """One ``steps`` wire batch (``core.records.decode_wire``) from queued step tuples.
-
-        Times go as whole microseconds after the first (``t0``, ``dt_us``): an int encodes in
-        a fraction of a float's time, and this runs on the training process's GIL.
-        """
-        count, t0 = self.count_inputs, steps[0][0]
-        dt, step, tokens, samples = [], [], [], []
-        for t, n, tok, smp, inputs in steps:
-            if inputs:  # the root model's input tensors, counted here off the hot path
-                more_tok, more_smp = count(inputs)
-                tok, smp = tok + more_tok, smp + more_smp
-            dt.append(int((t - t0) * 1e6 + 0.5))
-            step.append(n)
-            tokens.append(tok)
-            samples.append(smp)
-        return {"v": 1, "k": "steps", "rank": self.rank, "t0": t0, "dt_us": dt, "step": step,
-                "tokens": tokens, "samples": samples}  # fmt: skip
-
-    @staticmethod
-    def count_inputs(inputs) -> tuple[int, int]:
-        """Replaced by the torch taps when they attach."""
-        return 0, 0
+        if chunks:
+            self._connect().sendall(b"".join(chunks))
 
     @staticmethod
     def _read_ack(sock: socket.socket, want: int) -> bool:
@@ -188,3 +197,100 @@ class Sender:
 
 def _line(obj: dict) -> bytes:
     return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+
+class QueueReader:
+    """Drains the sender's queue into wire batches (the items are in the module docstring).
+
+    Root-model calls queued after the last step of one flush are carried into the next. The
+    tensor count is inlined (it runs once per call on the training process's GIL).
+
+    Args:
+        rank: the process's rank, written into every batch.
+    """
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.tokens = self.samples = 0  # calls queued since the last step
+        self.step = 0  # the last step read (a bare time stamp is the one after it)
+        self.waiting: list[dict] = []  # records with ``await_step``, until their step is read
+        self.tensor: type = _NoTensor
+        self.ints: tuple = ()
+        self.count_call = _no_count
+
+    def read(self, queue: deque) -> tuple[dict | None, dict | None, list[dict]]:
+        """(steps batch or None, spans batch or None, records) from everything queued now.
+
+        A steps batch's times are whole microseconds after the first (``t0``, ``dt_us``): an
+        int encodes in a fraction of a float's time.
+        """
+        tensor, ints, count_call = self.tensor, self.ints, self.count_call
+        tok, smp, t0, last = self.tokens, self.samples, None, self.step
+        dt, step, tokens, samples, spans, records = [], [], [], [], [], []
+        pop = queue.popleft
+        while queue:
+            item = pop()
+            kind = type(item)
+            if kind is tensor:  # a root call's first argument: the common case, inlined
+                shape = item.shape  # one call into C++; numel comes from the shape
+                smp += shape[0] if shape else 1
+                if item.dtype in ints:
+                    tok += shape.numel()
+            elif kind is float or (kind is tuple and len(item) == 4):
+                if kind is float:  # the clock's fast path: the step after the last one
+                    t, last, more_tok, more_smp = item, last + 1, 0, 0
+                else:
+                    t, last, more_tok, more_smp = item
+                if t0 is None:
+                    t0 = t
+                dt.append(int((t - t0) * 1e6 + 0.5))
+                step.append(last)
+                tokens.append(tok + more_tok)
+                samples.append(smp + more_smp)
+                tok = smp = 0
+                if self.waiting:
+                    self._release(last, tokens[-1], records)
+            elif kind is tuple:
+                n = len(item)
+                if n == 3:
+                    spans.append(item)
+                elif n == 2:
+                    more_tok, more_smp = count_call(*item)
+                    tok, smp = tok + more_tok, smp + more_smp
+                elif item == FORGET:
+                    tok = smp = 0
+            elif kind is dict:
+                (self.waiting if item.pop("await_step", False) else records).append(item)
+            elif isinstance(item, tensor):  # a tensor subclass
+                more_tok, more_smp = count_call((item,), None)
+                tok, smp = tok + more_tok, smp + more_smp
+        self.tokens, self.samples, self.step = tok, smp, last
+        batch = None
+        if step:
+            batch = {"v": 1, "k": "steps", "rank": self.rank, "t0": t0, "dt_us": dt,
+                     "step": step, "tokens": tokens, "samples": samples}  # fmt: skip
+        return batch, self._spans(spans), records
+
+    def _release(self, step: int, tokens: int, records: list[dict]) -> None:
+        """Send the records that waited for ``step`` (or an earlier one) with its tokens."""
+        for rec in list(self.waiting):
+            if rec.get("step", 0) <= step:
+                rec["tokens"] = tokens if rec.get("step") == step and tokens else None
+                records.append(rec)
+                self.waiting.remove(rec)
+
+    def release_all(self) -> list[dict]:
+        """The records still waiting (the run ends before their step): sent without tokens."""
+        out, self.waiting = self.waiting, []
+        return out
+
+    def _spans(self, spans: list[tuple]) -> dict | None:
+        if not spans:
+            return None
+        name, t, dur = zip(*spans, strict=True)
+        return {"v": 1, "k": "spans", "rank": self.rank, "name": name, "t": t,
+                "dur": [round(d, 7) for d in dur]}  # fmt: skip
+
+
+def _no_count(args, kwargs) -> tuple[int, int]:
+    return 0, 0

@@ -1,9 +1,10 @@
 """Passive taps on torch: the optimizer step clock and tokens per step from batch shapes.
 
 Attached by the agent when the user's code imports torch (never before). Costs per optimizer
-step (see benchmarks/agent_overhead.py): one global optimizer post-step hook, and a count of
-the root model's input tokens at each call. Both read Python metadata only (``numel``,
-``shape``, ``dtype``): never a tensor's value, so never a device synchronization (invariant 8).
+step (see benchmarks/agent_overhead.py and docs/performance.md): one global optimizer
+post-step hook, and a few bytecodes in the root model's ``__call__``. Neither reads a tensor's
+value, so never a device synchronization (invariant 8); shapes are read later, on the sender
+thread.
 
 Discovery: until the first optimizer step, global module hooks note which modules run at the
 top of the call stack with gradients enabled, and how many tokens each was fed. At that step
@@ -11,32 +12,39 @@ the root model is the top-level module sharing the most parameters with the opti
 global hooks are removed.
 
 Counting tokens at the root: a module forward pre-hook would do, but any hook sends the module
-through ``Module._call_impl``'s slow path, which costs 7-9 us per call on a small CPU
-(measured in docs/performance.md), more than the whole budget. So the root's *class* gets a
-thin ``forward`` wrapper instead (``functools.wraps`` keeps the signature that HF Trainer
-inspects). It counts only for that one instance (an ``id`` check), only in eager mode (under
-``torch.compile`` tracing it steps aside), and is removed on detach. Instances are untouched:
-pickling, ``deepcopy`` and ``type(model)`` are exactly as without trainmeter.
+through ``Module._call_impl``'s slow path, which costs 7-11 us per call on a small CPU, more
+than the whole budget; a wrapper on ``forward`` adds a Python frame (1.5-4 us here). So the
+root's *class* gets its own ``__call__`` instead: torch's ``Module._wrapped_call_impl`` (two
+lines, checked at patch time) with one more line that queues the call's first argument for the
+sender thread. That replaces a frame rather than adding one. It counts only for that one
+instance (an ``id`` check), only with gradients enabled, steps aside under ``torch.compile``
+tracing, and is removed on detach. Instances are untouched: pickling, ``deepcopy``,
+``type(model)`` and ``model.forward`` (which the HF Trainer inspects, and Accelerate replaces
+per instance) are exactly as without trainmeter.
 """
 
 from __future__ import annotations
 
-import functools
+import sys
 import weakref
-from time import time as _now
 from typing import Any
 
 from trainmeter.agent import guard
+from trainmeter.agent.classattr import restore, set_attr
 from trainmeter.agent.describe import describe
 from trainmeter.agent.flop_count import FlopCount
+from trainmeter.agent.importhook import cancel, when_imported
 from trainmeter.agent.pad_tokens import pad_counter
+from trainmeter.agent.sender import FORGET
 from trainmeter.agent.spans import Spans
+from trainmeter.agent.step_clock import StepClock
 
-# Token tensors kept for the sender to count may outlive their step until the next flush
-# (0.1 s); past this many bytes of them in the queue, a step's inputs are counted at once.
+# Token tensors wait on the sender's queue until its next flush (0.1 s); past about this many
+# bytes of them, the step hook wakes the sender early.
 DEFER_BYTES = 16 << 20
-MAX_INPUTS = 64  # forwards without an optimizer step before their inputs are counted at once
+MIN_QUEUED, MAX_QUEUED = 4, 50_000  # queued items before an early wake-up, whatever the bytes
 _TOKEN_KWARGS = ("input_ids", "idx", "tokens", "input", "x")
+_DYNAMO = "torch._dynamo"  # imported by torch.compile: until then nothing can be tracing
 
 
 class TorchTaps:
@@ -53,46 +61,54 @@ class TorchTaps:
         self.tensor_type = torch.Tensor
         self.int_dtypes = (torch.int64, torch.int32)
         self.is_grad_enabled = torch.is_grad_enabled
-        self.tokens = 0  # since the last optimizer step (all micro-batches: grad accumulation)
-        self.samples = 0
         self.seq_len: int | None = None
-        self.clock_id: int | None = None  # id() of the optimizer that is the step clock
         self.off = False
+        self.clock = StepClock(self, torch)  # one step record per clock-optimizer step
+        self._live: list = [None]  # id() of the root while its calls are counted
         self._depth = 0
-        self._roots: dict[int, list] = {}  # id -> [module, tokens, samples] before the first step
+        self._roots: dict[int, list] = {}  # id -> [module, tokens, samples, bytes, calls]
         self._handles: list = []
-        self._patched: tuple | None = None  # (class, had its own forward, that forward)
+        self._patched: tuple | None = None  # what classattr.restore needs
         self._root = None  # weakref to the root model once found
         self._autocast: dict[str, Any] = {}
-        self.inputs: list = []  # the root's token tensors since the last step, counted later
-        self.max_deferred = 32  # steps; set from the first batch's size (DEFER_BYTES)
-        self._push = agent.sender.put_step
-        self._queue = agent.sender.queue
-        agent.sender.count_inputs = self._count_inputs
+        self.max_queued = MAX_QUEUED  # set from the first step's input bytes (DEFER_BYTES)
+        # torch.compile may trace the root's __call__ only once torch._dynamo is imported
+        self._dynamo = [_DYNAMO in sys.modules]
+        sender = agent.sender
+        self._put = sender.put_step
+        if hasattr(sender, "set_counter"):  # the sender counts the queued inputs
+            sender.set_counter(self.tensor_type, self.int_dtypes, self.count_call, self.quiet)
         # time spans (data waits, checkpoints, eval, warm-up) start and stop with these taps
         self.spans = Spans(agent, torch, root=lambda: self._root() if self._root else None)
         self.pad = pad_counter(agent, torch)  # --pad-tokens skip, else None (pad_tokens.py)
         self.flop_count = FlopCount(self)  # one step's executed FLOPs per run (flop_count.py)
 
     # -- attach / detach --------------------------------------------------------------------
-    def attach(self) -> None:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+    @property
+    def clock_id(self) -> int | None:
+        """id() of the optimizer that is the step clock (None until one steps)."""
+        return self.clock.clock_id
 
-        self._step_handle = register_optimizer_step_post_hook(self._on_step)
+    def attach(self) -> None:
+        if not self._dynamo[0]:
+            when_imported(_DYNAMO, self._dynamo_imported)
         if self.agent.armed:  # a disarmed kernel agent discovers when a cell arms it
             self.rediscover()
+
+    def _dynamo_imported(self, module) -> None:
+        self._dynamo[0] = True
 
     def rediscover(self) -> None:
         """Forget the root model and the clock optimizer; find them again (a new run)."""
         from torch.nn.modules import module as mm
 
-        self.clock_id = None
+        self.clock.watch()
         self._root = None
         self._autocast = {}
         self._roots.clear()
         self._depth = 0
         self._forget_counts()
-        self._unwrap_forward()
+        self._unpatch()
         self._remove_global()
         self._handles = [
             mm.register_module_forward_pre_hook(self._g_pre),
@@ -103,34 +119,41 @@ class TorchTaps:
 
     def new_segment(self) -> None:
         """A new %%trainmeter cell: the first optimizer to step in it becomes the clock."""
-        self.clock_id = None
+        self.clock.watch()
         self._forget_counts()
         root = self._root() if self._root is not None else None
         if root is None:
             self.rediscover()  # no root yet (or it is gone): discover at this cell's first step
         elif self._patched is None:
-            self._wrap_forward(root)
+            self._patch_call(root)
         self._spans("start", False)
         self.flop_count.start()
 
     def pause(self) -> None:
         """Between notebook cells: count nothing, hold no tensor or module, add no hook."""
-        self._unwrap_forward()
+        self.clock.stop()
+        self._unpatch()
         self._remove_global()
         self._roots.clear()
         self._forget_counts()
         self._spans("stop")
         self.flop_count.stop()
 
+    def quiet(self) -> None:
+        """Count and clock nothing more (the sender stopped): safe from any thread, since it
+        only clears flags the hot paths read, and removes no hook."""
+        self.off = True
+        self.clock.quiet()
+        self._live[0] = None
+
     def _forget_counts(self) -> None:
-        self.inputs = []
-        self.tokens = self.samples = 0
+        """Drop the root calls queued since the last step (the sender reads FORGET in order)."""
+        self._put(FORGET)
 
     def detach(self) -> None:
-        handle = getattr(self, "_step_handle", None)
-        if handle is not None:
-            handle.remove()
-        self._unwrap_forward()
+        cancel(_DYNAMO, self._dynamo_imported)
+        self.clock.stop()
+        self._unpatch()
         self._remove_global()
         self._spans("close")
         self.flop_count.stop()
@@ -141,115 +164,49 @@ class TorchTaps:
         except Exception as exc:  # the spans fail alone: the step clock goes on
             guard.failed("span taps", exc)
 
-    def _wrap_forward(self, root) -> None:
-        """Count ``root``'s input tokens from a wrapper on its class's ``forward``.
-
-        The hot path of the agent (once per forward): everything it needs is bound in the
-        closure, since attribute and method lookups are what a cold call pays for.
-        """
-        self._unwrap_forward()
+    # -- the root's __call__ ----------------------------------------------------------------
+    def _patch_call(self, root) -> None:
+        """Queue ``root``'s call inputs from its class's ``__call__`` (the module docstring
+        says why there, and not a hook or a ``forward`` wrapper)."""
+        self._unpatch()
         cls = type(root)
-        orig = cls.forward
         compiler = getattr(self.torch, "compiler", None)
-        is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
-        grad_enabled, tensor = self.is_grad_enabled, self.tensor_type
-        root_id, taps, pad = id(root), self, self.pad
-
-        @functools.wraps(orig)
-        def forward(module, *args, **kwargs):
-            # eval under no_grad is not training tokens; under torch.compile tracing, step aside
-            if id(module) == root_id and grad_enabled() and not taps.off and not is_compiling():
-                try:
-                    x = args[0] if args else taps._kw_tensor(kwargs)
-                    if isinstance(x, tensor):
-                        inputs = taps.inputs
-                        # counted off the hot path (_count_inputs); (ids, mask) to skip pads
-                        inputs.append(x if pad is None else (x, pad.mask(kwargs)))
-                        if len(inputs) > MAX_INPUTS:  # forwards with no step: keep no more
-                            taps._fold_inputs()
-                except Exception as exc:
-                    taps.off = True
-                    guard.failed("forward hook", exc)
-            return orig(module, *args, **kwargs)
-
-        self._patched = (cls, "forward" in cls.__dict__, cls.__dict__.get("forward"))
+        call = _counting_call(
+            self._live, self._put, self.is_grad_enabled, self.tensor_type,
+            dynamo=self._dynamo,
+            is_compiling=getattr(compiler, "is_compiling", None) or (lambda: False),
+            plain=self.pad is None,  # --pad-tokens skip needs the keywords (attention_mask)
+            inner=None if _is_torchs_call(cls.__call__) else cls.__call__,
+        )  # fmt: skip
         self._root = weakref.ref(root)
-        cls.forward = forward
+        self._live[0] = id(root)
+        self._patched = set_attr(cls, "__call__", call)
 
-    def _unwrap_forward(self) -> None:
-        if self._patched is not None:
-            cls, had_own, own = self._patched
-            if had_own:
-                cls.forward = own
-            else:
-                del cls.forward
-            self._patched = None
+    def _unpatch(self) -> None:
+        self._live[0] = None
+        restore(self._patched)
+        self._patched = None
 
     def _remove_global(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles = []
 
-    # -- hot path ---------------------------------------------------------------------------
-    def _on_step(self, optimizer, args, kwargs) -> None:
-        if self.off or not self.agent.armed:
-            return
-        try:
-            if self.clock_id != id(optimizer):
-                if self.clock_id is not None:
-                    return  # another optimizer (a GAN's second one): not the clock
-                self._first_step(optimizer)
-            a = self.agent
-            a.step += 1
-            inputs, self.inputs = self.inputs, []
-            if len(self._queue) > self.max_deferred:  # hold no more tensors: count them now
-                tokens, samples = self._count_inputs(inputs)
-                inputs = ()
-                self.tokens, self.samples = self.tokens + tokens, self.samples + samples
-            # A tuple, not a dict: the sender thread builds the record and counts the inputs'
-            # tokens (metadata reads cost microseconds each here; see Sender.put_step).
-            self._push((_now(), a.step, self.tokens, self.samples, inputs))
-            self.tokens = self.samples = 0
-        except Exception as exc:
-            self.off = True
-            guard.failed("optimizer step hook", exc)
-
-    def _fold_inputs(self) -> None:
-        inputs, self.inputs = self.inputs, []
-        tokens, samples = self._count_inputs(inputs)
-        self.tokens += tokens
-        self.samples += samples
-
-    def _count_inputs(self, inputs) -> tuple[int, int]:
-        """(tokens, samples) of the root's inputs: metadata only (``numel``, ``shape``,
-        ``dtype``), so safe from the sender thread and never a device sync."""
-        tokens = samples = 0
-        ints = self.int_dtypes
-        for x in inputs:
-            if type(x) is tuple:  # (token ids, attention_mask) under --pad-tokens skip
-                tokens += self.pad.tokens(*x)
-                samples += x[0].shape[0] if x[0].shape else 1
-                continue
-            shape = x.shape  # one call into C++; numel comes from the shape, not another call
-            samples += shape[0] if shape else 1
-            if x.dtype in ints:
-                tokens += shape.numel()
-        return tokens, samples
-
-    def _count(self, args, kwargs) -> tuple[int, int]:
-        """Tokens and samples of one call (discovery; the forward wrapper inlines the same)."""
+    # -- counting (on the sender thread) ------------------------------------------------------
+    def count_call(self, args, kwargs) -> tuple[int, int]:
+        """(tokens, samples) of one root call: metadata only (``shape``, ``dtype``), so safe
+        from the sender thread and never a device sync; ``--pad-tokens skip`` counts the
+        attention mask's nonzero positions where it may (pad_tokens.py)."""
         x = args[0] if args else self._kw_tensor(kwargs)
         if not isinstance(x, self.tensor_type):
             return 0, 0
-        samples = x.shape[0] if x.dim() else 1
-        tokens = x.numel() if x.dtype in self.int_dtypes else 0
-        if tokens and self.pad is not None:
-            tokens = self.pad.tokens(x, self.pad.mask(kwargs))
-        self.tokens += tokens
-        self.samples += samples
-        if tokens and self.seq_len is None:
-            self.seq_len = x.shape[-1]
-        return tokens, samples
+        shape = x.shape
+        samples = shape[0] if shape else 1
+        if x.dtype not in self.int_dtypes:
+            return 0, samples
+        if self.pad is not None:
+            return self.pad.tokens(x, self.pad.mask(kwargs)), samples
+        return shape.numel(), samples
 
     def _kw_tensor(self, kwargs):
         for key in _TOKEN_KWARGS:
@@ -274,12 +231,16 @@ class TorchTaps:
         try:
             if not self.is_grad_enabled():
                 return
-            before = (self.tokens, self.samples)
-            tokens, samples = self._count(args, kwargs)
-            self.tokens, self.samples = before  # counted per candidate until the root is known
-            entry = self._roots.setdefault(id(module), [module, 0, 0])
-            entry[1] += tokens
+            tokens, samples = self.count_call(args, kwargs)
+            x = args[0] if args else self._kw_tensor(kwargs)
+            nbytes = x.element_size() * x.numel() if isinstance(x, self.tensor_type) else 0
+            if tokens and self.seq_len is None:
+                self.seq_len = x.shape[-1]
+            entry = self._roots.setdefault(id(module), [module, 0, 0, 0, 0])
+            entry[1] += tokens  # per candidate until the root is known
             entry[2] += samples
+            entry[3] += nbytes
+            entry[4] += 1
         except Exception as exc:
             self.off = True
             guard.failed("model discovery", exc)
@@ -291,10 +252,11 @@ class TorchTaps:
                 out[dev] = torch.get_autocast_dtype(dev)
         return out or {"none": None}
 
-    def _first_step(self, optimizer) -> None:
-        self.clock_id = id(optimizer)
+    def first_step(self, optimizer) -> tuple[int, int]:
+        """The clock's first step (step_clock.py): the root is the top-level module sharing
+        the most parameters with ``optimizer``; returns discovery's (tokens, samples) for it."""
         if not self._handles:
-            return  # root already known (a later segment re-chose the clock only)
+            return 0, 0  # root already known (a later segment re-chose the clock only)
         self._remove_global()
         wanted = {id(p) for g in optimizer.param_groups for p in g["params"]}
         best = max(
@@ -304,12 +266,13 @@ class TorchTaps:
         )
         self._roots.clear()
         if best is None:
-            return
-        root, self.tokens, self.samples = best
-        step_bytes = 8 * max(self.tokens, 1)  # int64 token ids of one optimizer step
-        self.max_deferred = max(1, min(1024, DEFER_BYTES // step_bytes))
-        self._wrap_forward(root)
+            return 0, 0
+        root, tokens, samples, nbytes, calls = best
+        per_call = max(8, nbytes // max(calls, 1))  # bytes a queued input holds on to
+        self.max_queued = max(MIN_QUEUED, min(MAX_QUEUED, DEFER_BYTES // per_call))
+        self._patch_call(root)
         self.agent.put_model(self._model_fields(root))
+        return tokens, samples
 
     def _model_fields(self, root) -> dict[str, Any]:
         fields = describe(self.torch, root, self.seq_len)
@@ -335,3 +298,65 @@ class TorchTaps:
             tf32 = device == "cuda" and torch.get_float32_matmul_precision() != "highest"
             return "tf32" if tf32 else "fp32"
         return None
+
+
+# -- the root class's __call__ ----------------------------------------------------------------
+def _is_torchs_call(call) -> bool:
+    """True when ``call`` is torch's own ``Module._wrapped_call_impl`` as written in torch 2.x
+    (``_compiled_call_impl`` if set, else ``_call_impl``), which ``_inline_call`` repeats."""
+    from torch.nn import Module
+
+    own = getattr(Module, "_wrapped_call_impl", None)
+    code = getattr(own, "__code__", None)
+    names = ("_compiled_call_impl", "_call_impl")
+    return call is own and code is not None and code.co_names == names
+
+
+def _counting_call(live, put, grad_enabled, tensor, dynamo, is_compiling, plain, inner):
+    """The root class's ``__call__``: queue the call's inputs for the sender thread when
+    ``id(self)`` is ``live[0]`` (set to None to stop), then run the call as before.
+
+    The common case (``inner`` None: torch's ``Module._wrapped_call_impl``, which
+    ``_is_torchs_call`` checked, repeated in place, so no Python frame is added; ``plain``: no
+    ``--pad-tokens skip``) queues a positional tensor as it is. The hot path of the agent (once
+    per root call): everything it needs is bound in the closure, and the list holding the
+    root's id is cheaper to read than a set here (docs/performance.md).
+    """
+    if inner is not None or not plain:
+        return _general_call(live, put, grad_enabled, dynamo, is_compiling, inner)
+
+    def __call__(self, *args, **kwargs):
+        try:
+            # eval under no_grad is not training tokens; under torch.compile tracing, step aside
+            if id(self) == live[0] and grad_enabled() and not (dynamo[0] and is_compiling()):
+                x = args[0] if args else None
+                put(x if type(x) is tensor else (args, kwargs))  # counted by the sender thread
+        except Exception as exc:
+            live[0] = None
+            guard.failed("forward hook", exc)
+        if self._compiled_call_impl is not None:
+            return self._compiled_call_impl(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    return __call__
+
+
+def _general_call(live, put, grad_enabled, dynamo, is_compiling, inner):
+    """``_counting_call`` for a class with its own ``__call__`` (``inner``, called after) or
+    under ``--pad-tokens skip`` (the keywords hold the attention mask): queues ``(args,
+    kwargs)``."""
+
+    def __call__(self, *args, **kwargs):
+        try:
+            if id(self) == live[0] and grad_enabled() and not (dynamo[0] and is_compiling()):
+                put((args, kwargs))
+        except Exception as exc:
+            live[0] = None
+            guard.failed("forward hook", exc)
+        if inner is not None:
+            return inner(self, *args, **kwargs)
+        if self._compiled_call_impl is not None:
+            return self._compiled_call_impl(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    return __call__
