@@ -127,7 +127,7 @@ def _pieces() -> dict:
 
     class _Agent:
         armed, step, rank = True, 0, 0
-        sender = type("S", (), {"put_step": queue.append, "queue": queue, "wake": print})()
+        sender = type("S", (), {"put_step": queue.append, "queue": queue, "max_items": 0})()
 
         def put_model(self, fields):
             pass

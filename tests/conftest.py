@@ -66,11 +66,8 @@ class StandInSender:
         self.queue = collections.deque()
         self.put_step = self.put = self.queue.append
         self.reader = QueueReader(0)
-        self.woken, self.on_stop = 0, None
+        self.max_items, self.on_stop = None, None
         self.steps, self.spans, self.records = [], [], []
-
-    def wake(self):
-        self.woken += 1
 
     def set_counter(self, tensor_type, int_dtypes, count_call, on_stop):
         self.reader.tensor, self.reader.ints = tensor_type, int_dtypes

@@ -12,6 +12,7 @@ from conftest import StandInAgent
 
 torch = pytest.importorskip("torch")
 
+from trainmeter.agent.sender import MIN_INTERVAL, next_wait  # noqa: E402
 from trainmeter.agent.torch_taps import DEFER_BYTES, MAX_QUEUED, TorchTaps  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -150,19 +151,21 @@ def test_between_notebook_cells_nothing_is_hooked_held_or_counted(taps):
     assert _counts(taps)[1] == (6, 2)
 
 
-def test_queued_inputs_wake_the_sender_before_they_pile_up(taps):
+def test_the_sender_is_told_how_many_queued_inputs_to_hold(taps):
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     _train_step(model, opt, torch.zeros(3, 5, dtype=torch.long))
-    # discovery saw one 3 x 5 int64 call: 120 bytes, so the limit is DEFER_BYTES / 120 items
-    assert taps.max_queued == min(MAX_QUEUED, DEFER_BYTES // 120)
-    taps.max_queued = 3
-    taps.clock._patch(type(opt))  # the clock's method binds the limit when it is made
-    _counts(taps)  # the sender thread has read the queue
-    for _ in range(2):
-        _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))  # 2 items a step
-    assert taps.agent.sender.woken == 1  # at the second step: 4 items queued
-    assert _counts(taps)[0][1:] == [(2, 2, 1), (3, 2, 1)]
+    # discovery saw one 3 x 5 int64 call: 120 bytes, so DEFER_BYTES / 120 items per interval
+    assert taps.agent.sender.max_items == min(MAX_QUEUED, DEFER_BYTES // 120)
+
+
+@pytest.mark.parametrize(
+    ("items", "wait"),
+    [(0, 0.1), (40, 0.1), (80, 0.05), (400, 0.01), (10**6, MIN_INTERVAL)],
+)
+def test_the_sender_comes_back_sooner_when_more_than_max_items_arrive(items, wait):
+    # by hand: 0.1 s x 40 / items, never under MIN_INTERVAL
+    assert next_wait(0.1, items, 40) == pytest.approx(wait)
 
 
 def test_a_stopped_sender_stops_the_count_and_the_clock(taps):

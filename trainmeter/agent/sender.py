@@ -1,10 +1,10 @@
 """Send records from the training process to the supervisor without blocking the loop.
 
 The hot path is ``put(item)``: one ``deque.append`` (atomic under the GIL, no lock). A named
-daemon thread drains the queue every ``interval`` seconds (sooner when ``wake()`` is called),
-encodes JSON lines and writes them to the supervisor's Unix socket. If the socket fails, the
-sender warns once, tells the taps to stop (``on_stop``) and drops records from then on: the
-training run never waits on trainmeter.
+daemon thread drains the queue every ``interval`` seconds (sooner while more than ``max_items``
+arrive in one interval: queued tensors are held until read), encodes JSON lines and writes them
+to the supervisor's Unix socket. If the socket fails, the sender warns once, tells the taps to
+stop (``on_stop``) and drops records from then on: the training run never waits on trainmeter.
 
 What the queue holds, in the order the training thread put it (``QueueReader.read``):
 
@@ -33,6 +33,7 @@ from collections import deque
 from trainmeter.agent import guard
 
 MAX_QUEUE = 200_000  # items; ~20 s of a 5 kHz step rate before the oldest are dropped
+MIN_INTERVAL = 0.005  # s: the shortest wait between flushes when items pile up
 FORGET = ("forget",)  # the queue item that drops the calls queued since the last step
 
 
@@ -59,6 +60,7 @@ class Sender:
         self._lock = threading.Lock()  # one writer on the socket at a time
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self.max_items = MAX_QUEUE  # items per interval before the sender comes back sooner
         self.reader = QueueReader(self.rank)
         self.on_stop = lambda: None  # the taps' quiet(): the sender stopped
         self._sync_id = 0
@@ -79,10 +81,6 @@ class Sender:
         """``put_step(item)``: the bare ``deque.append`` for the hot paths (steps, spans, root
         calls; the module docstring lists the items)."""
         return self.queue.append
-
-    def wake(self) -> None:
-        """Flush soon rather than at the next interval (queued tensors are piling up)."""
-        self._wake.set()
 
     def set_counter(self, tensor_type, int_dtypes, count_call, on_stop) -> None:
         """How queued root-model calls are counted, and what to call if the sender stops."""
@@ -154,11 +152,14 @@ class Sender:
         self.queue.clear()
 
     def _loop(self) -> None:
+        wait = self.interval
         while not self._stop.is_set():
-            self._wake.wait(self.interval)
+            self._wake.wait(wait)
             self._wake.clear()
-            if self.queue and not self.flush():
+            n = len(self.queue)
+            if n and not self.flush():
                 return
+            wait = next_wait(self.interval, n, self.max_items)
 
     def _connect(self) -> socket.socket:
         if self._sock is None:
@@ -193,6 +194,15 @@ class Sender:
             buf += chunk
         acks = [json.loads(raw).get("ack") for raw in buf.split(b"\n") if raw.strip()]
         return want in acks
+
+
+def next_wait(interval: float, items: int, max_items: int) -> float:
+    """Seconds until the next flush: ``interval``, shortened in proportion when more than
+    ``max_items`` arrived in the last one (never below ``MIN_INTERVAL``), so the tensors the
+    queue holds stay near ``max_items`` without a check on the training thread."""
+    if items <= max_items:
+        return interval
+    return max(MIN_INTERVAL, interval * max_items / items)
 
 
 def _line(obj: dict) -> bytes:

@@ -32,7 +32,7 @@ class StepClock:
 
     Args:
         taps: the :class:`trainmeter.agent.torch_taps.TorchTaps` it clocks for: ``first_step``
-            (choose the root; returns discovery's (tokens, samples)), ``max_queued``, ``off``,
+            (choose the root; returns discovery's (tokens, samples)), ``off``,
             and the agent with its sender.
         torch: the imported torch module.
     """
@@ -137,16 +137,13 @@ def _clocking_method(taps, fast: list, own, profiler):
     """
     agent = taps.agent
     sender = agent.sender
-    put, queue, wake = sender.put_step, sender.queue, getattr(sender, "wake", None)
-    max_queued = taps.max_queued
+    put = sender.put_step
 
     def _optimizer_step_code(self) -> None:
         if id(self) == fast[0]:
             try:
                 agent.step += 1
                 put(_now())  # a bare time stamp: the step after the last one (Sender docs)
-                if len(queue) > max_queued:  # tensors pile up: count them sooner
-                    wake()
             except Exception as exc:
                 taps.quiet()
                 guard.failed(NAME, exc)

@@ -39,10 +39,10 @@ from trainmeter.agent.sender import FORGET
 from trainmeter.agent.spans import Spans
 from trainmeter.agent.step_clock import StepClock
 
-# Token tensors wait on the sender's queue until its next flush (0.1 s); past about this many
-# bytes of them, the step hook wakes the sender early.
+# Token tensors wait on the sender's queue until its next flush (0.1 s); when more than about
+# this many bytes of them arrive in one interval, the sender comes back sooner (Sender.max_items).
 DEFER_BYTES = 16 << 20
-MIN_QUEUED, MAX_QUEUED = 4, 50_000  # queued items before an early wake-up, whatever the bytes
+MIN_QUEUED, MAX_QUEUED = 4, 50_000  # the sender's max_items, whatever the bytes
 _TOKEN_KWARGS = ("input_ids", "idx", "tokens", "input", "x")
 _DYNAMO = "torch._dynamo"  # imported by torch.compile: until then nothing can be tracing
 
@@ -71,7 +71,6 @@ class TorchTaps:
         self._patched: tuple | None = None  # what classattr.restore needs
         self._root = None  # weakref to the root model once found
         self._autocast: dict[str, Any] = {}
-        self.max_queued = MAX_QUEUED  # set from the first step's input bytes (DEFER_BYTES)
         # torch.compile may trace the root's __call__ only once torch._dynamo is imported
         self._dynamo = [_DYNAMO in sys.modules]
         sender = agent.sender
@@ -269,7 +268,7 @@ class TorchTaps:
             return 0, 0
         root, tokens, samples, nbytes, calls = best
         per_call = max(8, nbytes // max(calls, 1))  # bytes a queued input holds on to
-        self.max_queued = max(MIN_QUEUED, min(MAX_QUEUED, DEFER_BYTES // per_call))
+        self.agent.sender.max_items = max(MIN_QUEUED, min(MAX_QUEUED, DEFER_BYTES // per_call))
         self._patch_call(root)
         self.agent.put_model(self._model_fields(root))
         return tokens, samples
