@@ -18,18 +18,8 @@ import argparse
 import collections
 import random
 import statistics
-import time
 
-
-def _block(model, opt, x, n: int) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        model(x).sum().backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from agent_overhead import _median_step as _block  # the same timed step as its sibling
 
 
 def _variants(torch, model, opt) -> tuple[dict, collections.deque]:
