@@ -235,3 +235,37 @@ def test_if_torch_never_calls_the_method_the_hook_clocks_every_step(taps, monkey
         _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))
     assert _post_hooks(taps) == 1
     assert _counts(taps)[0] == [(1, 2, 1), (2, 2, 1), (3, 2, 1)]
+
+
+# -- torch.compile ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("how", ["torch.compile(model)", "model.compile()"])
+def test_a_compiled_model_is_counted_and_trains_as_without_the_agent(taps, how):
+    def train(model):
+        torch.manual_seed(0)
+        if how == "model.compile()":
+            model.compile(backend="eager")  # Dynamo without a C++ compiler
+        else:
+            model = torch.compile(model, backend="eager")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for n in (3, 2, 2):
+            x = torch.arange(n * 4).view(n, 4) % 20
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        return losses
+
+    torch.manual_seed(1)
+    plain_model = Net()
+    watched_model = copy.deepcopy(plain_model)
+    try:
+        taps.pause()  # the plain run: no agent on the loop
+        plain = train(plain_model)
+        taps.new_segment()
+        watched = train(watched_model)
+    finally:
+        torch._dynamo.reset()
+    assert watched == plain
+    assert [s[1:] for s in _counts(taps)[0]] == [(12, 3), (8, 2), (8, 2)]  # n x 4 by hand
