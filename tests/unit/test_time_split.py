@@ -256,3 +256,15 @@ def test_stragglers_stay_bounded_at_worst():
     assert len(snap["ranks"]) == E.MAX_RANKS
     assert 0 < len(flagged) <= E.MAX_RANKS // 2
     assert len(json.dumps(flagged, separators=(",", ":"))) <= E.MAX_RANKS // 2 * 11 + 2
+
+
+def test_a_forked_child_stops_the_taps_and_keeps_nothing(monkeypatch):
+    from trainmeter.agent.sender import Sender
+
+    sender = Sender("/nonexistent.sock", {"ctl": "agent", "rank": 0}, interval=3600)
+    stopped = []
+    sender.on_stop = lambda: stopped.append(True)
+    sender.queue.append((1.5, 1, 32, 4))
+    sender.forget_after_fork()  # what runtime's os.register_at_fork handler calls in the child
+    assert stopped == [True] and not sender.queue and not sender.alive
+    sender._stop.set()

@@ -137,8 +137,13 @@ class Sender:
                 self._sock = None
 
     def forget_after_fork(self) -> None:
-        """In a forked child (a DataLoader worker): never write to the parent's socket."""
+        """In a forked child (a DataLoader worker, a Hogwild trainer): never write to the
+        parent's socket, and stop the taps, whose hot paths would queue into nothing."""
         self._pid = -1
+        try:
+            self.on_stop()
+        except Exception:
+            pass
         self.queue.clear()
 
     # -- internals ------------------------------------------------------------------------------
