@@ -72,6 +72,53 @@ def test_a_steps_batch_with_microsecond_offsets_gives_the_times_back():
             records.decode_wire(json.dumps({**batch, **bad}))
 
 
+_BATCH = {"v": 1, "k": "steps", "rank": 2, "t": [1.0, 2.5], "step": [1, 2], "tokens": [32, 0],
+          "samples": [4, 0]}  # fmt: skip
+
+
+def _one_by_one(batch: dict) -> list[dict]:
+    """The independent oracle: each row built and checked by ``validate`` on its own."""
+    rows = zip(batch["t"], batch["step"], batch["tokens"], batch["samples"], strict=True)
+    return [records.validate({"v": batch["v"], "k": "step", "t": t, "step": n,
+                              "rank": batch["rank"], "tokens": tok or None,
+                              "samples": smp or None}) for t, n, tok, smp in rows]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"t": [1.0, "2"]}, {"t": [1.0, True]}, {"t": [1.0, 1e400]},  # 1e400 decodes as inf
+        {"step": [1, 2.0]}, {"step": [1, True]}, {"step": [1, None]},
+        {"tokens": [32, 1.5]}, {"tokens": [32, True]}, {"samples": [4, "4"]},
+        {"rank": "0"}, {"v": 99},
+    ],
+)  # fmt: skip
+def test_a_steps_batch_row_is_refused_wherever_validate_would_refuse_it(bad):
+    batch = {**_BATCH, **bad}
+    with pytest.raises(RecordError):
+        _one_by_one(batch)  # the oracle refuses it too
+    with pytest.raises(RecordError):
+        records.decode_wire(json.dumps(batch))
+
+
+def test_a_good_steps_batch_gives_what_row_by_row_validation_gives():
+    assert records.decode_wire(json.dumps(_BATCH)) == _one_by_one(_BATCH)
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        {"v": 1, "k": "step", "t": 1700000000.123456, "step": 5, "rank": 0, "tokens": 32,
+         "samples": None},
+        {"v": 1, "k": "step", "t": 1e-07, "step": 2**40, "rank": 3, "tokens": None, "samples": 4},
+        {"v": 1, "k": "step", "t": 7, "step": 1, "rank": 0, "tokens": 1, "samples": 1},  # int t
+        {"v": 1, "k": "note", "t": 1.0, "step": 1, "rank": 0, "tokens": 1, "samples": 1},
+    ],
+)  # fmt: skip
+def test_a_step_line_is_byte_for_byte_what_json_dumps_writes(rec):
+    assert records.encode(rec) == (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+
+
 def test_encode_refuses_nan_so_no_invalid_json_reaches_the_log():
     with pytest.raises(ValueError):
         records.encode({"v": 1, "k": "note", "t": float("nan"), "text": "x"})
