@@ -115,24 +115,35 @@ def _interval(diffs: list[float], reps: int = 2000) -> tuple[float, float]:
     return meds[int(0.05 * reps)], meds[int(0.95 * reps)]
 
 
-def _pieces() -> dict:
-    """The agent's own code, timed alone (no sender thread running beside it)."""
-    from trainmeter.agent.sender import QueueReader, _line
-    from trainmeter.agent.step_clock import _clocking_method
+def stand_in_taps(torch):
+    """Real torch taps on a stand-in agent whose sender is a bounded deque and no thread:
+    ``(taps, queue)``."""
     from trainmeter.agent.torch_taps import TorchTaps
-
-    torch, model, opt, x = _setup()
 
     queue: collections.deque = collections.deque(maxlen=1000)
 
+    class _Sender:
+        put_step, max_items = queue.append, 0
+
+        def set_counter(self, *how):
+            pass
+
     class _Agent:
-        armed, step, rank = True, 0, 0
-        sender = type("S", (), {"put_step": queue.append, "queue": queue, "max_items": 0})()
+        armed, step, rank, sender = True, 0, 0, _Sender()
 
         def put_model(self, fields):
             pass
 
-    taps = TorchTaps(_Agent(), torch)
+    return TorchTaps(_Agent(), torch), queue
+
+
+def _pieces() -> dict:
+    """The agent's own code, timed alone (no sender thread running beside it)."""
+    from trainmeter.agent.sender import QueueReader, _line
+    from trainmeter.agent.step_clock import _clocking_method
+
+    torch, model, opt, x = _setup()
+    taps, queue = stand_in_taps(torch)
     no_profiler = type("P", (), {"_is_profiler_enabled": False})
     method = _clocking_method(taps, [id(opt)], lambda self: None, no_profiler)
     n = 100_000
@@ -160,7 +171,7 @@ def _pieces() -> dict:
 
     reader = QueueReader(0)  # the sender thread's work: count each call, encode the batch
     reader.tensor, reader.ints = torch.Tensor, (torch.int64, torch.int32)
-    items = [y for i in range(1000) for y in (x, (time.time() + i, i, 0, 0))]
+    items = [y for i in range(1000) for y in (x, time.time() + i)]  # as the clock queues them
     spent = 0.0
     for _ in range(50):
         q = collections.deque(items)

@@ -20,19 +20,14 @@ import random
 import statistics
 
 from agent_overhead import _median_step as _block  # the same timed step as its sibling
+from agent_overhead import stand_in_taps
 
 
 def _variants(torch, model, opt) -> tuple[dict, collections.deque]:
     from trainmeter.agent.step_clock import _clocking_method
-    from trainmeter.agent.torch_taps import TorchTaps, _counting_call
+    from trainmeter.agent.torch_taps import _counting_call
 
-    queue: collections.deque = collections.deque(maxlen=1000)
-
-    class _Agent:
-        armed, step, rank = True, 0, 0
-        sender = type("S", (), {"put_step": queue.append, "queue": queue, "max_items": 0})()
-
-    taps = TorchTaps(_Agent(), torch)
+    taps, queue = stand_in_taps(torch)
 
     def call(root_id):
         return _counting_call([root_id], queue.append, torch.is_grad_enabled, torch.Tensor,

@@ -71,7 +71,7 @@ class Spans:
         self.off = dict.fromkeys(KINDS, False)
         self.active = False
         self.thread = threading.main_thread().ident  # the training thread (see module doc)
-        self._push = agent.sender.queue.append
+        self._push = agent.sender.put_step  # the hot-path append, as the step clock uses
         self._stack: list[list] = []  # open spans, innermost last: [child seconds, kind]
         self._patches: list[tuple] = []  # (owner, name, original, wrapper, had own)
         self._waiting: set[str] = set()  # optional modules with an import callback pending

@@ -73,10 +73,9 @@ class TorchTaps:
         self._autocast: dict[str, Any] = {}
         # torch.compile may trace the root's __call__ only once torch._dynamo is imported
         self._dynamo = [_DYNAMO in sys.modules]
-        sender = agent.sender
-        self._put = sender.put_step
-        if hasattr(sender, "set_counter"):  # the sender counts the queued inputs
-            sender.set_counter(self.tensor_type, self.int_dtypes, self.count_call, self.quiet)
+        self._put = agent.sender.put_step
+        # the sender thread counts the queued inputs, and stops the taps if it stops
+        agent.sender.set_counter(self.tensor_type, self.int_dtypes, self.count_call, self.quiet)
         # time spans (data waits, checkpoints, eval, warm-up) start and stop with these taps
         self.spans = Spans(agent, torch, root=lambda: self._root() if self._root else None)
         self.pad = pad_counter(agent, torch)  # --pad-tokens skip, else None (pad_tokens.py)
@@ -196,8 +195,8 @@ class TorchTaps:
         """(tokens, samples) of one root call: metadata only (``shape``, ``dtype``), so safe
         from the sender thread and never a device sync; ``--pad-tokens skip`` counts the
         attention mask's nonzero positions where it may (pad_tokens.py)."""
-        x = args[0] if args else self._kw_tensor(kwargs)
-        if not isinstance(x, self.tensor_type):
+        x = self._input(args, kwargs)
+        if x is None:
             return 0, 0
         shape = x.shape
         samples = shape[0] if shape else 1
@@ -207,12 +206,14 @@ class TorchTaps:
             return self.pad.tokens(x, self.pad.mask(kwargs)), samples
         return shape.numel(), samples
 
-    def _kw_tensor(self, kwargs):
-        for key in _TOKEN_KWARGS:
-            value = kwargs.get(key) if kwargs else None
-            if isinstance(value, self.tensor_type):
-                return value
-        return None
+    def _input(self, args, kwargs):
+        """The call's token tensor: the first positional argument, else the first of the
+        ``_TOKEN_KWARGS`` keywords that holds a tensor; None if neither is a tensor."""
+        tensor = self.tensor_type
+        if args:
+            return args[0] if isinstance(args[0], tensor) else None
+        values = (kwargs.get(key) for key in _TOKEN_KWARGS) if kwargs else ()
+        return next((v for v in values if isinstance(v, tensor)), None)
 
     # -- discovery (before the first optimizer step only) -----------------------------------
     def _g_pre(self, module, args) -> None:
@@ -231,8 +232,8 @@ class TorchTaps:
             if not self.is_grad_enabled():
                 return
             tokens, samples = self.count_call(args, kwargs)
-            x = args[0] if args else self._kw_tensor(kwargs)
-            nbytes = x.element_size() * x.numel() if isinstance(x, self.tensor_type) else 0
+            x = self._input(args, kwargs)
+            nbytes = x.element_size() * x.numel() if x is not None else 0
             if tokens and self.seq_len is None:
                 self.seq_len = x.shape[-1]
             entry = self._roots.setdefault(id(module), [module, 0, 0, 0, 0])
