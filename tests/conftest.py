@@ -94,11 +94,20 @@ class StandInAgent:
     back as ``(kind, fields)``, the models found are in ``models``.
     """
 
-    armed, step, rank, pad_skip = True, 0, 0, False
+    armed, rank, pad_skip = True, 0, False
 
     def __init__(self):
+        from trainmeter.agent.step_clock import new_step_count
+
         self.sender = StandInSender()
+        self.steps = new_step_count()
         self.models = []
+
+    @property
+    def step(self):
+        from trainmeter.agent.step_clock import steps_taken
+
+        return steps_taken(self.steps)
 
     def put_model(self, fields):
         self.models.append(fields)

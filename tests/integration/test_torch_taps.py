@@ -187,19 +187,55 @@ def _post_hooks(taps):
     return sum(getattr(h, "__self__", None) is taps.clock for h in hooks)
 
 
-def test_the_clock_moves_into_the_optimizers_method_and_leaves_no_hook(taps):
+def test_the_clock_moves_into_the_optimizers_own_method_and_leaves_no_hook(taps):
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     own = torch.optim.Optimizer._optimizer_step_code
     assert _post_hooks(taps) == 1  # the global hook waits for the first step
     for n in (3, 2, 1):
         _train_step(model, opt, torch.zeros(n, 4, dtype=torch.long))
-    assert "_optimizer_step_code" in torch.optim.SGD.__dict__ and _post_hooks(taps) == 0
+    assert "_optimizer_step_code" in vars(opt) and _post_hooks(taps) == 0
+    assert "_optimizer_step_code" not in torch.optim.SGD.__dict__  # the class is untouched
     assert _counts(taps)[0] == [(1, 12, 3), (2, 8, 2), (3, 4, 1)]
     assert taps.agent.step == 3
+    assert "_optimizer_step_code" not in vars(copy.deepcopy(opt))  # __getstate__: 3 keys
     taps.detach()
-    assert "_optimizer_step_code" not in torch.optim.SGD.__dict__
+    assert "_optimizer_step_code" not in vars(opt)
     assert torch.optim.SGD._optimizer_step_code is own
+
+
+def test_a_clocked_step_runs_no_python_code_of_trainmeters(taps):
+    import sys
+
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):  # the clock is chosen at step 1, its method takes over at step 2, and
+        _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))  # FLOPs are counted at 3
+    model(torch.zeros(1, 2, dtype=torch.long)).sum().backward()
+    ours = []
+
+    def profile(frame, event, arg):
+        if event == "call" and "trainmeter" in frame.f_code.co_filename:
+            ours.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        opt.step()
+    finally:
+        sys.setprofile(None)
+    assert ours == []
+    assert [s[0] for s in _counts(taps)[0]] == [1, 2, 3, 4, 5]  # and the step was clocked
+
+
+def test_an_optimizer_with_its_own_instance_method_is_clocked_by_the_hook(taps):
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen = []
+    opt._optimizer_step_code = lambda: seen.append(1)  # someone else's patch: left alone
+    for _ in range(3):
+        _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))
+    assert seen == [1, 1, 1] and _post_hooks(taps) == 1
+    assert [s[0] for s in _counts(taps)[0]] == [1, 2, 3]
 
 
 def test_a_second_optimizer_of_the_same_class_is_not_the_clock(taps):
@@ -228,7 +264,7 @@ def test_under_a_profiler_torchs_own_step_method_still_runs(taps, monkeypatch):
 
 
 def test_if_torch_never_calls_the_method_the_hook_clocks_every_step(taps, monkeypatch):
-    monkeypatch.setattr(taps.clock, "_patch", lambda cls: None)  # a torch without the call
+    monkeypatch.setattr(taps.clock, "_install", lambda opt: None)  # a torch without the call
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(3):
@@ -272,3 +308,41 @@ def test_a_compiled_model_is_counted_and_trains_as_without_the_agent(taps, how):
         counters.clear()
     assert watched == plain
     assert [s[1:] for s in _counts(taps)[0]] == [(12, 3), (8, 2), (8, 2)]  # n x 4 by hand
+
+
+@pytest.mark.parametrize("reset_first", [False, True])
+def test_a_compiled_training_step_traces_the_counting_call_without_recompiles(taps, reset_first):
+    """Dynamo inlines the root's ``__call__`` into a compiled step. The compile watch must set
+    the flag before the trace, else the queue's append is traced, with a guard on the queue,
+    and every call recompiles: ``error_on_recompile`` makes that an error. A
+    ``torch._dynamo.reset()`` before the first compile clears Dynamo's callbacks, ours too."""
+    from torch._dynamo import config
+    from torch._dynamo.utils import counters
+
+    handler = torch._dynamo.callback_handler
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _train_step(model, opt, torch.zeros(2, 4, dtype=torch.long))  # eager: Dynamo is imported
+    assert taps._tracing == [False]  # but nothing compiled: the call does not ask
+    if reset_first:
+        torch._dynamo.reset()
+
+    @torch.compile(backend="eager", fullgraph=True)
+    def loss_of(x):
+        return model(x).square().mean()
+
+    try:
+        with config.patch(error_on_recompile=True):
+            for _ in range(3):
+                loss_of(torch.zeros(2, 4, dtype=torch.long)).backward()
+                opt.step()
+                opt.zero_grad()
+    finally:
+        torch._dynamo.reset()
+        counters.clear()
+    assert taps._tracing == [True]
+    # the eager step's 8 tokens; a compiled step's are not counted (docs/spec.md)
+    assert _counts(taps)[0] == [(1, 8, 2), (2, 0, 0), (3, 0, 0), (4, 0, 0)]
+    taps._compile_watch.stop()  # Dynamo's handler is left as it was
+    assert "clear" not in vars(handler)
+    assert taps._compile_watch.started not in handler.start_callbacks

@@ -12,6 +12,7 @@ import os
 import time
 
 from trainmeter.agent import guard
+from trainmeter.agent.step_clock import new_step_count, steps_taken
 
 # Imported by every `import trainmeter` (emit lives here): the socket, JSON and import-hook
 # machinery load only when an agent is installed, so a plain script pays ~nothing.
@@ -42,7 +43,7 @@ class Agent:
         self.world_size = _env_int("WORLD_SIZE", 1)
         self.armed = armed
         self.pad_skip = os.environ.get(ENV_PAD_TOKENS) == "skip"  # tm --pad-tokens skip
-        self.step = 0  # optimizer steps of the clock optimizer, in this process
+        self.steps = new_step_count()  # the clock optimizer's steps, in this process
         self.torch_taps = None
         self.tracker_taps = None  # created when the user's code imports a tracker
         self.framework_taps = None  # ... or the HF Trainer or Lightning (agent/frameworks.py)
@@ -54,6 +55,11 @@ class Agent:
         self.sender = Sender(socket_path, hello)
         self._hello = {k: v for k, v in hello.items() if k != "ctl"}
         self.put("agent_hello", **self._hello)
+
+    @property
+    def step(self) -> int:
+        """Optimizer steps of the clock optimizer so far (agent/step_clock.py counts them)."""
+        return steps_taken(self.steps)
 
     def put(self, kind: str, **fields: object) -> None:
         """Queue one record stamped now (dropped while disarmed)."""
@@ -67,7 +73,7 @@ class Agent:
         """Start sending (a %%trainmeter cell began); a new run restarts the step count."""
         self.armed = True
         if new_run:
-            self.step = 0
+            self.steps = new_step_count()
         self.put("agent_hello", **self._hello)
         taps = self.torch_taps
         if taps is not None:

@@ -10,13 +10,13 @@ What the queue holds, in the order the training thread put it (``QueueReader.rea
 
 - a ``dict``: one record, sent as it is; one with ``await_step`` waits for the step it names,
   whose token count goes into its ``tokens`` (flop_count.py), and is sent right after it;
-- ``(t, step, tokens, samples)``: an optimizer step (step_clock.py), which also gets the tokens
-  and samples of every root-model call queued since the previous step; a bare ``float`` ``t`` is
-  the step after the last one, with nothing more (the clock's fast path: no tuple to build);
+- ``(t, step)``: an optimizer step (step_clock.py, from C), which gets the tokens and samples
+  of every root-model call queued since the previous step; ``(t, step, tokens, samples)`` is one
+  with more of them (the first step brings discovery's);
 - ``(kind, start, seconds)``: a time span (spans.py);
 - a tensor: a root-model call's first argument, counted here (``shape``, ``dtype``: metadata
   only) so that the training thread pays one ``append`` per call;
-- ``(args, kwargs)``: any other root-model call, counted by the taps' ``count_call``;
+- ``[args, kwargs]``: any other root-model call, counted by the taps' ``count_call``;
 - ``FORGET``: drop the calls queued since the last step (a notebook cell ended).
 
 Steps and spans go out as column batches (``core.records.decode_wire``), one of each per flush.
@@ -227,7 +227,7 @@ class QueueReader:
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self.tokens = self.samples = 0  # calls queued since the last step
-        self.step = 0  # the last step read (a bare time stamp is the one after it)
+        self.step = 0  # the last step read
         self.waiting: list[dict] = []  # records with ``await_step``, until their step is read
         self.tensor: type = _NoTensor
         self.ints: tuple = ()
@@ -251,29 +251,29 @@ class QueueReader:
                 smp += shape[0] if shape else 1
                 if item.dtype in ints:
                     tok += shape.numel()
-            elif kind is float or (kind is tuple and len(item) == 4):
-                if kind is float:  # the clock's fast path: the step after the last one
-                    t, last, more_tok, more_smp = item, last + 1, 0, 0
-                else:
-                    t, last, more_tok, more_smp = item
-                if t0 is None:
-                    t0 = t
-                dt.append(int((t - t0) * 1e6 + 0.5))
-                step.append(last)
-                tokens.append(tok + more_tok)
-                samples.append(smp + more_smp)
-                tok = smp = 0
-                if self.waiting:
-                    self._release(last, tokens[-1], records)
             elif kind is tuple:
                 n = len(item)
-                if n == 3:
+                if n == 2 or n == 4:  # a step: (t, step) from the clock, or with more counts
+                    if n == 2:
+                        (t, last), more_tok, more_smp = item, 0, 0
+                    else:
+                        t, last, more_tok, more_smp = item
+                    if t0 is None:
+                        t0 = t
+                    dt.append(int((t - t0) * 1e6 + 0.5))
+                    step.append(last)
+                    tokens.append(tok + more_tok)
+                    samples.append(smp + more_smp)
+                    tok = smp = 0
+                    if self.waiting:
+                        self._release(last, tokens[-1], records)
+                elif n == 3:
                     spans.append(item)
-                elif n == 2:
-                    more_tok, more_smp = count_call(*item)
-                    tok, smp = tok + more_tok, smp + more_smp
                 elif item == FORGET:
                     tok = smp = 0
+            elif kind is list:  # [args, kwargs] of a root call
+                more_tok, more_smp = count_call(*item)
+                tok, smp = tok + more_tok, smp + more_smp
             elif kind is dict:
                 (self.waiting if item.pop("await_step", False) else records).append(item)
             elif isinstance(item, tensor):  # a tensor subclass

@@ -3,37 +3,71 @@
 Which optimizer is the clock: the first one to step in a run (or in a notebook cell), seen by a
 global optimizer post-step hook (``register_optimizer_step_post_hook``). From then on the clock
 does not need that hook: torch's step wrapper (``Optimizer.profile_hook_step``) already calls
-an empty method, ``Optimizer._optimizer_step_code``, after every step and before the post-hooks
-(it is there for the profiler's Python tracer). The clock optimizer's *class* gets its own
-``_optimizer_step_code`` that queues the step, so a step costs a few bytecodes and no extra
-Python frame (a hook is one more frame, about 1 us on a small CPU: docs/performance.md). The
-global hook is removed the first time that method runs (not from inside the hook: torch is
-iterating the hooks then); if it never runs (a torch that no longer calls it), the hook goes on
-clocking the steps itself.
+``self._optimizer_step_code()`` after every step and before the post-hooks (an empty method,
+there for the profiler's Python tracer). The clock optimizer *instance* gets its own
+``_optimizer_step_code`` in its ``__dict__``, which Python finds before the class's method and
+calls with no arguments: a chain of C callables,
 
-The method calls torch's own ``_optimizer_step_code`` while a profiler is on, so the profiler
-sees every optimizer step as without trainmeter. Other optimizers of the same class pass
-through (an ``id`` check); the class is restored when the clock stops. Nothing here reads a
-tensor (invariant 8), and a failure stops the clock with one warning (invariant 1).
+    partial(next, map(queue.append, zip(iter(time.time, None), steps)))
+
+so that a step runs no Python bytecode at all. ``next`` pulls one ``(time stamp, step number)``
+pair through ``zip`` (``steps`` is the agent's step count, a ``range`` iterator), and ``map``
+appends it to the sender's queue. A hook or a Python method is one more frame, 1-2 us on a small
+CPU (docs/performance.md). Only that one optimizer is clocked (a GAN's second optimizer of the
+same class is not), and pickling, ``deepcopy`` and ``state_dict`` never see the attribute
+(``Optimizer.__getstate__`` keeps three keys).
+
+The global hook is removed the first time the instance's method runs (not from inside the hook:
+torch is iterating the hooks then); if it never runs (a torch that no longer calls it), the
+hook goes on clocking the steps itself. While a torch profiler records, the method also calls
+torch's own ``_optimizer_step_code``, so the profiler sees every optimizer step as without
+trainmeter: the profiler's start and stop functions are wrapped to swap the method. Nothing
+here reads a tensor (invariant 8); the C chain cannot raise, and a failure anywhere else stops
+the clock with one warning (invariant 1).
 """
 
 from __future__ import annotations
 
+import functools
+import operator
+import weakref
 from time import time as _now
 
 from trainmeter.agent import guard
 from trainmeter.agent.classattr import restore, set_attr
 
 NAME = "optimizer step hook"  # the entry point's name in warnings (guard.failed)
+METHOD = "_optimizer_step_code"
+LAST_STEP = 1 << 62  # a step count's end: never reached (a C long, so its iterator is fast)
+_PROFILER_SWITCHES = ("_run_on_profiler_start", "_run_on_profiler_stop")
+
+
+def new_step_count():
+    """A fresh count of optimizer steps: an iterator whose ``next()`` is the next step number
+    (1, 2, ...), advanced from C by the clock; :func:`steps_taken` reads it."""
+    return iter(range(1, LAST_STEP))
+
+
+def steps_taken(count) -> int:
+    """How many steps ``count`` (from :func:`new_step_count`) has given out, without advancing
+    it (its remaining length, ``operator.length_hint``)."""
+    return LAST_STEP - 1 - operator.length_hint(count)
+
+
+def ticker(put, steps):
+    """The clock's method: a no-argument C callable that puts ``(time.time(), next(steps))``
+    (s since the epoch, step number) with ``put``; nothing in it can raise or end."""
+    return functools.partial(next, map(put, zip(iter(_now, None), steps, strict=False)))
 
 
 class StepClock:
-    """Queues ``(t, step, tokens, samples)`` for each step of the clock optimizer.
+    """Queues ``(t, step)`` for each step of the clock optimizer (``(t, step, tokens, samples)``
+    at its first step, with discovery's counts).
 
     Args:
         taps: the :class:`trainmeter.agent.torch_taps.TorchTaps` it clocks for: ``first_step``
-            (choose the root; returns discovery's (tokens, samples)), ``off``,
-            and the agent with its sender.
+            (choose the root; returns discovery's (tokens, samples)), ``off``, ``quiet`` and
+            the agent, with its sender and its step count (``agent.steps``).
         torch: the imported torch module.
     """
 
@@ -41,15 +75,17 @@ class StepClock:
         self.taps = taps
         self.torch = torch
         self.clock_id: int | None = None  # id() of the clock optimizer, once chosen
-        self.fast: list = [None]  # the clock's id while the step method may clock it
         self._hook = None  # the global post-step hook's handle, until the method takes over
-        self._patched: tuple | None = None  # what classattr.restore needs
+        self._clocked = None  # weakref to the clock optimizer while its instance has our method
+        self._method = None  # the method it has now (first, the C chain, or the profiled one)
+        self._tick = None  # the C chain for this clock
+        self._switches: list[tuple] = []  # classattr saves of the wrapped profiler functions
 
     # -- start / stop (never called from inside an optimizer step) ------------------------------
     def watch(self) -> None:
         """The next optimizer to step becomes the clock (a run or a notebook cell begins)."""
-        self._unpatch()
-        self.clock_id, self.fast[0] = None, None
+        self._uninstall()
+        self.clock_id = None
         if self._hook is None:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -57,13 +93,13 @@ class StepClock:
 
     def stop(self) -> None:
         """Clock nothing and leave torch as it was (a cell ended, or the agent detaches)."""
-        self.fast[0] = None
-        self._unpatch()
+        self._uninstall()
         self._remove_hook()
 
     def quiet(self) -> None:
-        """Clock nothing more; safe from any thread (it only clears a flag)."""
-        self.fast[0] = None
+        """Clock nothing more; safe from any thread (the hook reads ``taps.off``, and the
+        method leaves the optimizer's ``__dict__`` in one step)."""
+        self._take_method()
 
     # -- the global hook: the first step, or every step if the method is never called ----------
     def _on_step(self, optimizer, args, kwargs) -> None:
@@ -74,80 +110,121 @@ class StepClock:
             if self.clock_id is None:
                 tokens, samples = taps.first_step(optimizer)
                 self.clock_id = id(optimizer)
-                self._patch(type(optimizer))
-                self.fast[0] = self.clock_id
+                self._install(optimizer)
                 self._push(tokens, samples)
-            elif id(optimizer) == self.fast[0]:
-                self._push(0, 0)  # the step method was not called: this hook clocks instead
+            elif id(optimizer) == self.clock_id:
+                self._push(0, 0)  # the method was not called: this hook clocks instead
         except Exception as exc:
             taps.quiet()
             guard.failed(NAME, exc)
 
     def _push(self, tokens: int, samples: int) -> None:
         agent = self.taps.agent
-        agent.step += 1
-        agent.sender.put_step((_now(), agent.step, tokens, samples))
+        agent.sender.put_step((_now(), next(agent.steps), tokens, samples))
 
-    # -- the clock optimizer's class --------------------------------------------------------------
-    def _patch(self, cls) -> None:
-        """Give ``cls`` the clocking ``_optimizer_step_code`` (the module docstring says why)."""
-        self._unpatch()
-        own = cls._optimizer_step_code
-        step = _clocking_method(self.taps, self.fast, own, self._profiler_module())
+    # -- the clock optimizer's own method ---------------------------------------------------------
+    def _install(self, optimizer) -> None:
+        """Give ``optimizer`` the method that takes over from the hook at its next step (the
+        module docstring says why there). One that already has its own (someone else's patch)
+        is left alone: the hook clocks it."""
+        self._uninstall()
+        if METHOD in vars(optimizer):
+            return
+        self._tick = ticker(self.taps.agent.sender.put_step, self.taps.agent.steps)
+        self._clocked = weakref.ref(optimizer)
+        self._wrap_profiler()
 
-        def first(optimizer) -> None:  # the method runs: the global hook is no longer needed
+        def first() -> None:  # the method runs: the global hook is no longer needed
             try:
-                cls._optimizer_step_code = step
                 self._remove_hook()
+                self._refresh()
             except Exception as exc:
                 self.taps.quiet()
                 guard.failed(NAME, exc)
-            step(optimizer)
+            method = self._method  # the one _refresh chose (still first if the taps are off)
+            if method is not None and method is not first:
+                method()
 
-        self._patched = set_attr(cls, "_optimizer_step_code", first)
+        self._set(optimizer, first)
 
-    def _unpatch(self) -> None:
-        restore(self._patched)
-        self._patched = None
+    def _refresh(self, *_args) -> None:
+        """Give the clock optimizer the method for now: the C chain, or while a profiler
+        records, one that also runs torch's own method."""
+        optimizer = self._clocked() if self._clocked is not None else None
+        if optimizer is None or self.taps.off:
+            return
+        if not self._switches or self._profiling():
+            self._set(optimizer, _profiled(self._tick, optimizer))
+        else:
+            self._set(optimizer, self._tick)
+
+    def _set(self, optimizer, method) -> None:
+        vars(optimizer)[METHOD] = method
+        self._method = method
+
+    def _take_method(self) -> None:
+        """Remove our method from the clock optimizer, if it is still ours (any thread)."""
+        optimizer = self._clocked() if self._clocked is not None else None
+        if optimizer is not None and vars(optimizer).get(METHOD) is self._method:
+            vars(optimizer).pop(METHOD, None)
+
+    def _uninstall(self) -> None:
+        self._take_method()
+        self._clocked = self._method = self._tick = None
+        for saved in reversed(self._switches):
+            restore(saved)
+        self._switches = []
 
     def _remove_hook(self) -> None:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
 
+    # -- the profiler ---------------------------------------------------------------------------
     def _profiler_module(self):
-        """What says whether a torch profiler records now: ``torch.autograd.profiler``, whose
-        ``_is_profiler_enabled`` flag its context managers set (a read, not a call)."""
-        profiler = getattr(getattr(self.torch, "autograd", None), "profiler", None)
-        if profiler is None or not hasattr(profiler, "_is_profiler_enabled"):
-            return _AlwaysOn  # unknown: torch's own method always runs
-        return profiler
+        return getattr(getattr(self.torch, "autograd", None), "profiler", None)
+
+    def _profiling(self) -> bool:
+        """Whether a torch profiler records now (its ``_is_profiler_enabled`` flag); True when
+        unknown, so torch's own method always runs."""
+        return bool(getattr(self._profiler_module(), "_is_profiler_enabled", True))
+
+    def _wrap_profiler(self) -> None:
+        """Wrap ``torch.autograd.profiler``'s start and stop functions (called by every torch
+        profiler as it starts and stops) to swap the clock's method. Without them the clock
+        keeps the profiled method throughout."""
+        profiler = self._profiler_module()
+        if profiler is None or not all(hasattr(profiler, n) for n in _PROFILER_SWITCHES):
+            return
+        for name in _PROFILER_SWITCHES:
+            self._switches.append(set_attr(profiler, name, _then(getattr(profiler, name), self)))
 
 
-class _AlwaysOn:
-    _is_profiler_enabled = True
+def _then(switch, clock: StepClock):
+    """The profiler's ``switch`` (start or stop), then the clock's method swapped to match."""
+
+    def switched(*args, **kwargs):
+        out = switch(*args, **kwargs)
+        try:
+            clock._refresh()
+        except Exception as exc:
+            clock.taps.quiet()
+            guard.failed(NAME, exc)
+        return out
+
+    return switched
 
 
-def _clocking_method(taps, fast: list, own, profiler):
-    """The clock optimizer class's ``_optimizer_step_code``: queue the step when ``self`` is
-    the clock (``fast[0]``), then run torch's own method while ``profiler`` records.
+def _profiled(tick, optimizer):
+    """The clock's method while a profiler records: the step, then torch's own
+    ``_optimizer_step_code`` for ``optimizer`` (which the profiler's Python tracer watches)."""
+    own = getattr(type(optimizer), METHOD)
+    ref = weakref.ref(optimizer)
 
-    The hot path of the step clock (once per optimizer step): everything it needs is bound in
-    the closure.
-    """
-    agent = taps.agent
-    sender = agent.sender
-    put = sender.put_step
-
-    def _optimizer_step_code(self) -> None:
-        if id(self) == fast[0]:
-            try:
-                agent.step += 1
-                put(_now())  # a bare time stamp: the step after the last one (Sender docs)
-            except Exception as exc:
-                taps.quiet()
-                guard.failed(NAME, exc)
-        if profiler._is_profiler_enabled:
-            own(self)
+    def _optimizer_step_code() -> None:
+        tick()
+        live = ref()
+        if live is not None:
+            own(live)
 
     return _optimizer_step_code

@@ -1,10 +1,10 @@
 """Passive taps on torch: the optimizer step clock and tokens per step from batch shapes.
 
 Attached by the agent when the user's code imports torch (never before). Costs per optimizer
-step (see benchmarks/agent_overhead.py and docs/performance.md): one global optimizer
-post-step hook, and a few bytecodes in the root model's ``__call__``. Neither reads a tensor's
-value, so never a device synchronization (invariant 8); shapes are read later, on the sender
-thread.
+step (see benchmarks/agent_overhead.py and docs/performance.md): a few bytecodes in the root
+model's ``__call__``, and the step clock's chain of C calls (step_clock.py). Neither reads a
+tensor's value, so never a device synchronization (invariant 8); shapes are read later, on the
+sender thread.
 
 Discovery: until the first optimizer step, global module hooks note which modules run at the
 top of the call stack with gradients enabled, and how many tokens each was fed. At that step
@@ -25,12 +25,12 @@ per instance) are exactly as without trainmeter.
 
 from __future__ import annotations
 
-import sys
 import weakref
 from typing import Any
 
 from trainmeter.agent import guard
 from trainmeter.agent.classattr import restore, set_attr
+from trainmeter.agent.compile_watch import CompileWatch
 from trainmeter.agent.describe import describe
 from trainmeter.agent.flop_count import FlopCount
 from trainmeter.agent.importhook import cancel, when_imported
@@ -44,7 +44,7 @@ from trainmeter.agent.step_clock import StepClock
 DEFER_BYTES = 16 << 20
 MIN_QUEUED, MAX_QUEUED = 4, 50_000  # the sender's max_items, whatever the bytes
 _TOKEN_KWARGS = ("input_ids", "idx", "tokens", "input", "x")
-_DYNAMO = "torch._dynamo"  # imported by torch.compile: until then nothing can be tracing
+_DYNAMO = "torch._dynamo"  # imported by torch.compile (and by the first optimizer step)
 
 
 class TorchTaps:
@@ -71,8 +71,9 @@ class TorchTaps:
         self._patched: tuple | None = None  # what classattr.restore needs
         self._root = None  # weakref to the root model once found
         self._autocast: dict[str, Any] = {}
-        # torch.compile may trace the root's __call__ only once torch._dynamo is imported
-        self._dynamo = [_DYNAMO in sys.modules]
+        # True once Dynamo may trace the root's __call__ (compile_watch.py)
+        self._tracing = [False]
+        self._compile_watch = CompileWatch(self._tracing)
         self._put = agent.sender.put_step
         # the sender thread counts the queued inputs, and stops the taps if it stops
         agent.sender.set_counter(self.tensor_type, self.int_dtypes, self.count_call, self.quiet)
@@ -88,13 +89,9 @@ class TorchTaps:
         return self.clock.clock_id
 
     def attach(self) -> None:
-        if not self._dynamo[0]:
-            when_imported(_DYNAMO, self._dynamo_imported)
+        when_imported(_DYNAMO, self._compile_watch.start)
         if self.agent.armed:  # a disarmed kernel agent discovers when a cell arms it
             self.rediscover()
-
-    def _dynamo_imported(self, module) -> None:
-        self._dynamo[0] = True
 
     def rediscover(self) -> None:
         """Forget the root model and the clock optimizer; find them again (a new run)."""
@@ -149,7 +146,8 @@ class TorchTaps:
         self._put(FORGET)
 
     def detach(self) -> None:
-        cancel(_DYNAMO, self._dynamo_imported)
+        cancel(_DYNAMO, self._compile_watch.start)
+        self._compile_watch.stop()
         self.clock.stop()
         self._unpatch()
         self._remove_global()
@@ -171,7 +169,7 @@ class TorchTaps:
         compiler = getattr(self.torch, "compiler", None)
         call = _counting_call(
             self._live, self._put, self.is_grad_enabled, self.tensor_type,
-            dynamo=self._dynamo,
+            tracing=self._tracing,
             is_compiling=getattr(compiler, "is_compiling", None) or (lambda: False),
             plain=self.pad is None,  # --pad-tokens skip needs the keywords (attention_mask)
             inner=None if _is_torchs_call(cls.__call__) else cls.__call__,
@@ -312,9 +310,11 @@ def _is_torchs_call(call) -> bool:
     return call is own and code is not None and code.co_names == names
 
 
-def _counting_call(live, put, grad_enabled, tensor, dynamo, is_compiling, plain, inner):
+def _counting_call(live, put, grad_enabled, tensor, tracing, is_compiling, plain, inner):
     """The root class's ``__call__``: queue the call's inputs for the sender thread when
-    ``id(self)`` is ``live[0]`` (set to None to stop), then run the call as before.
+    ``id(self)`` is ``live[0]`` (set to None to stop), then run the call as before. Under
+    Dynamo tracing it queues nothing: it asks ``is_compiling()`` once ``tracing[0]`` says
+    Dynamo has begun to compile in this process (compile_watch.py).
 
     The common case (``inner`` None: torch's ``Module._wrapped_call_impl``, which
     ``_is_torchs_call`` checked, repeated in place, so no Python frame is added; ``plain``: no
@@ -323,14 +323,14 @@ def _counting_call(live, put, grad_enabled, tensor, dynamo, is_compiling, plain,
     root's id is cheaper to read than a set here (docs/performance.md).
     """
     if inner is not None or not plain:
-        return _general_call(live, put, grad_enabled, dynamo, is_compiling, inner)
+        return _general_call(live, put, grad_enabled, tracing, is_compiling, inner)
 
     def __call__(self, *args, **kwargs):
         try:
             # eval under no_grad is not training tokens; under torch.compile tracing, step aside
-            if id(self) == live[0] and grad_enabled() and not (dynamo[0] and is_compiling()):
+            if id(self) == live[0] and grad_enabled() and not (tracing[0] and is_compiling()):
                 x = args[0] if args else None
-                put(x if type(x) is tensor else (args, kwargs))  # counted by the sender thread
+                put(x if type(x) is tensor else [args, kwargs])  # counted by the sender thread
         except Exception as exc:
             live[0] = None
             guard.failed("forward hook", exc)
@@ -341,15 +341,15 @@ def _counting_call(live, put, grad_enabled, tensor, dynamo, is_compiling, plain,
     return __call__
 
 
-def _general_call(live, put, grad_enabled, dynamo, is_compiling, inner):
+def _general_call(live, put, grad_enabled, tracing, is_compiling, inner):
     """``_counting_call`` for a class with its own ``__call__`` (``inner``, called after) or
     under ``--pad-tokens skip`` (the keywords hold the attention mask): queues ``(args,
     kwargs)``."""
 
     def __call__(self, *args, **kwargs):
         try:
-            if id(self) == live[0] and grad_enabled() and not (dynamo[0] and is_compiling()):
-                put((args, kwargs))
+            if id(self) == live[0] and grad_enabled() and not (tracing[0] and is_compiling()):
+                put([args, kwargs])
         except Exception as exc:
             live[0] = None
             guard.failed("forward hook", exc)
