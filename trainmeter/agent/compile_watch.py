@@ -7,7 +7,7 @@ frames per call (about 1 us of a small CPU's step), and torch imports Dynamo at 
 optimizer step of every run, compiled or not. So the call asks only once Dynamo has begun to
 compile in this process: Dynamo runs its start-of-compile callbacks
 (``torch._dynamo.callback_handler``, convert_frame.py) before it traces anything, and the first
-one sets the flag for good (Dynamo guards on the flag's value, so it never goes back).
+one sets the flag, for good (Dynamo guards on the flag's value, so it never goes back).
 ``torch._dynamo.reset()`` clears the callbacks: the watch registers again after it. A torch
 without the callbacks sets the flag at once (the call then always asks).
 """
@@ -20,14 +20,16 @@ _NEEDS = ("register_start_callback", "remove_start_callback", "clear")
 
 
 class CompileWatch:
-    """Sets ``flag[0] = True`` before Dynamo's first trace in this process.
+    """Calls ``on_compile()`` before Dynamo's first trace in this process (from the thread
+    that compiles), or at once where Dynamo cannot be watched.
 
     Args:
-        flag: the one-item list the counting ``__call__`` reads (shared, never reset).
+        on_compile: sets the flag (torch_taps.py); it must not raise.
     """
 
-    def __init__(self, flag: list) -> None:
-        self.flag = flag
+    def __init__(self, on_compile) -> None:
+        self.on_compile = on_compile
+        self.fired = False
         self._handler = None  # Dynamo's callback handler while watched
         self._clear = None  # our wrapper on its clear(), while set
 
@@ -35,20 +37,21 @@ class CompileWatch:
         """Watch the just-imported ``torch._dynamo`` (post-import hook); never raises."""
         try:
             handler = getattr(dynamo, "callback_handler", None)
-            if self.flag[0] or not all(hasattr(handler, name) for name in _NEEDS):
-                self.flag[0] = True
+            if self.fired or not all(hasattr(handler, name) for name in _NEEDS):
+                self.started()
                 return
             self._handler = handler
             handler.register_start_callback(self.started)
             self._clear = _then_register(handler.clear, handler, self.started)
             handler.clear = self._clear  # an instance attribute: the class's method is intact
         except Exception as exc:
-            self.flag[0] = True  # unknown: always ask
+            self.started()  # unknown: always ask
             guard.failed("compile watch", exc)
 
     def started(self, *args) -> None:
         """Dynamo's start-of-compile callback."""
-        self.flag[0] = True
+        self.fired = True
+        self.on_compile()
 
     def stop(self) -> None:
         """Leave Dynamo's callbacks as they were (the agent detaches); never raises."""

@@ -10,9 +10,10 @@ What the queue holds, in the order the training thread put it (``QueueReader.rea
 
 - a ``dict``: one record, sent as it is; one with ``await_step`` waits for the step it names,
   whose token count goes into its ``tokens`` (flop_count.py), and is sent right after it;
-- ``(t, step)``: an optimizer step (step_clock.py, from C), which gets the tokens and samples
-  of every root-model call queued since the previous step; ``(t, step, tokens, samples)`` is one
-  with more of them (the first step brings discovery's);
+- a ``float`` ``t``: an optimizer step's time stamp (step_clock.py, from C), the step after
+  the last one, which gets the tokens and samples of every root-model call queued since the
+  previous step; ``(t, step, tokens, samples)`` is one with its number and more counts (the
+  first step brings discovery's);
 - ``(kind, start, seconds)``: a time span (spans.py);
 - a tensor: a root-model call's first argument, counted here (``shape``, ``dtype``: metadata
   only) so that the training thread pays one ``append`` per call;
@@ -227,7 +228,7 @@ class QueueReader:
     def __init__(self, rank: int) -> None:
         self.rank = rank
         self.tokens = self.samples = 0  # calls queued since the last step
-        self.step = 0  # the last step read
+        self.step = 0  # the last step read (a bare time stamp is the one after it)
         self.waiting: list[dict] = []  # records with ``await_step``, until their step is read
         self.tensor: type = _NoTensor
         self.ints: tuple = ()
@@ -251,23 +252,22 @@ class QueueReader:
                 smp += shape[0] if shape else 1
                 if item.dtype in ints:
                     tok += shape.numel()
+            elif kind is float or (kind is tuple and len(item) == 4):
+                if kind is float:  # the clock's time stamp: the step after the last one
+                    t, last, more_tok, more_smp = item, last + 1, 0, 0
+                else:
+                    t, last, more_tok, more_smp = item
+                if t0 is None:
+                    t0 = t
+                dt.append(int((t - t0) * 1e6 + 0.5))
+                step.append(last)
+                tokens.append(tok + more_tok)
+                samples.append(smp + more_smp)
+                tok = smp = 0
+                if self.waiting:
+                    self._release(last, tokens[-1], records)
             elif kind is tuple:
-                n = len(item)
-                if n == 2 or n == 4:  # a step: (t, step) from the clock, or with more counts
-                    if n == 2:
-                        (t, last), more_tok, more_smp = item, 0, 0
-                    else:
-                        t, last, more_tok, more_smp = item
-                    if t0 is None:
-                        t0 = t
-                    dt.append(int((t - t0) * 1e6 + 0.5))
-                    step.append(last)
-                    tokens.append(tok + more_tok)
-                    samples.append(smp + more_smp)
-                    tok = smp = 0
-                    if self.waiting:
-                        self._release(last, tokens[-1], records)
-                elif n == 3:
+                if len(item) == 3:
                     spans.append(item)
                 elif item == FORGET:
                     tok = smp = 0

@@ -8,14 +8,18 @@ there for the profiler's Python tracer). The clock optimizer *instance* gets its
 ``_optimizer_step_code`` in its ``__dict__``, which Python finds before the class's method and
 calls with no arguments: a chain of C callables,
 
-    partial(next, map(queue.append, zip(iter(time.time, None), steps)))
+    map(queue.append, starmap(time.time, steps)).__next__
 
-so that a step runs no Python bytecode at all. ``next`` pulls one ``(time stamp, step number)``
-pair through ``zip`` (``steps`` is the agent's step count, a ``range`` iterator), and ``map``
-appends it to the sender's queue. A hook or a Python method is one more frame, 1-2 us on a small
-CPU (docs/performance.md). Only that one optimizer is clocked (a GAN's second optimizer of the
-same class is not), and pickling, ``deepcopy`` and ``state_dict`` never see the attribute
-(``Optimizer.__getstate__`` keeps three keys).
+so that a step runs no Python bytecode at all: ``steps``, the agent's step count, is
+``itertools.repeat((), N)``, whose remaining length counts the steps taken; ``starmap`` calls
+``time.time()`` on each ``()`` it yields, and ``map`` appends the time stamp to the sender's
+queue (a bare float: "the step after the last one"). A hook or a Python method is one more
+frame, 1-2 us on a small CPU; a ``zip`` with a step-number iterator, which builds a tuple and
+an int each step, costs 0.7 us more than this chain (docs/performance.md).
+
+Only that one optimizer is clocked (a GAN's second optimizer of the same class is not), and
+pickling, ``deepcopy`` and ``state_dict`` never see the attribute (``Optimizer.__getstate__``
+keeps three keys).
 
 The global hook is removed the first time the instance's method runs (not from inside the hook:
 torch is iterating the hooks then); if it never runs (a torch that no longer calls it), the
@@ -28,7 +32,7 @@ the clock with one warning (invariant 1).
 
 from __future__ import annotations
 
-import functools
+import itertools
 import operator
 import weakref
 from time import time as _now
@@ -38,31 +42,31 @@ from trainmeter.agent.classattr import restore, set_attr
 
 NAME = "optimizer step hook"  # the entry point's name in warnings (guard.failed)
 METHOD = "_optimizer_step_code"
-LAST_STEP = 1 << 62  # a step count's end: never reached (a C long, so its iterator is fast)
+LAST_STEP = 1 << 62  # a step count's length: never reached
 _PROFILER_SWITCHES = ("_run_on_profiler_start", "_run_on_profiler_stop")
 
 
 def new_step_count():
-    """A fresh count of optimizer steps: an iterator whose ``next()`` is the next step number
-    (1, 2, ...), advanced from C by the clock; :func:`steps_taken` reads it."""
-    return iter(range(1, LAST_STEP))
+    """A fresh count of optimizer steps: an iterator that each step advances by one (from C,
+    in the clock's chain); :func:`steps_taken` reads it."""
+    return itertools.repeat((), LAST_STEP)
 
 
 def steps_taken(count) -> int:
-    """How many steps ``count`` (from :func:`new_step_count`) has given out, without advancing
-    it (its remaining length, ``operator.length_hint``)."""
-    return LAST_STEP - 1 - operator.length_hint(count)
+    """How many steps ``count`` (from :func:`new_step_count`) has counted, without advancing
+    it (from its remaining length, ``operator.length_hint``)."""
+    return LAST_STEP - operator.length_hint(count)
 
 
 def ticker(put, steps):
-    """The clock's method: a no-argument C callable that puts ``(time.time(), next(steps))``
-    (s since the epoch, step number) with ``put``; nothing in it can raise or end."""
-    return functools.partial(next, map(put, zip(iter(_now, None), steps, strict=False)))
+    """The clock's method: a no-argument C callable that advances ``steps`` by one and puts
+    ``time.time()`` (s since the epoch) with ``put``; nothing in it can raise or end."""
+    return map(put, itertools.starmap(_now, steps)).__next__
 
 
 class StepClock:
-    """Queues ``(t, step)`` for each step of the clock optimizer (``(t, step, tokens, samples)``
-    at its first step, with discovery's counts).
+    """Queues the time stamp ``t`` of each step of the clock optimizer (``(t, step, tokens,
+    samples)`` at its first step, with discovery's counts).
 
     Args:
         taps: the :class:`trainmeter.agent.torch_taps.TorchTaps` it clocks for: ``first_step``
@@ -120,7 +124,8 @@ class StepClock:
 
     def _push(self, tokens: int, samples: int) -> None:
         agent = self.taps.agent
-        agent.sender.put_step((_now(), next(agent.steps), tokens, samples))
+        next(agent.steps)
+        agent.sender.put_step((_now(), steps_taken(agent.steps), tokens, samples))
 
     # -- the clock optimizer's own method ---------------------------------------------------------
     def _install(self, optimizer) -> None:

@@ -64,7 +64,7 @@ class TorchTaps:
         self.seq_len: int | None = None
         self.off = False
         self.clock = StepClock(self, torch)  # one step record per clock-optimizer step
-        self._live: list = [None]  # id() of the root while its calls are counted
+        self._cells: dict = {}  # the counting __call__'s "root_id" and "tracing" cells
         self._depth = 0
         self._roots: dict[int, list] = {}  # id -> [module, tokens, samples, bytes, calls]
         self._handles: list = []
@@ -72,8 +72,8 @@ class TorchTaps:
         self._root = None  # weakref to the root model once found
         self._autocast: dict[str, Any] = {}
         # True once Dynamo may trace the root's __call__ (compile_watch.py)
-        self._tracing = [False]
-        self._compile_watch = CompileWatch(self._tracing)
+        self._tracing = False
+        self._compile_watch = CompileWatch(self._compiling)
         self._put = agent.sender.put_step
         # the sender thread counts the queued inputs, and stops the taps if it stops
         agent.sender.set_counter(self.tensor_type, self.int_dtypes, self.count_call, self.quiet)
@@ -139,7 +139,20 @@ class TorchTaps:
         only clears flags the hot paths read, and removes no hook."""
         self.off = True
         self.clock.quiet()
-        self._live[0] = None
+        self._stop_counting()
+
+    def _stop_counting(self) -> None:
+        """The counting ``__call__`` counts no more (any thread: one cell write)."""
+        cell = self._cells.get("root_id")
+        if cell is not None:
+            cell.cell_contents = None
+
+    def _compiling(self) -> None:
+        """Dynamo begins its first compile (compile_watch.py): the call asks from now on."""
+        self._tracing = True
+        cell = self._cells.get("tracing")
+        if cell is not None:
+            cell.cell_contents = True
 
     def _forget_counts(self) -> None:
         """Drop the root calls queued since the last step (the sender reads FORGET in order)."""
@@ -168,20 +181,22 @@ class TorchTaps:
         cls = type(root)
         compiler = getattr(self.torch, "compiler", None)
         call = _counting_call(
-            self._live, self._put, self.is_grad_enabled, self.tensor_type,
+            id(root), self._put, self.is_grad_enabled, self.tensor_type,
             tracing=self._tracing,
             is_compiling=getattr(compiler, "is_compiling", None) or (lambda: False),
             plain=self.pad is None,  # --pad-tokens skip needs the keywords (attention_mask)
             inner=None if _is_torchs_call(cls.__call__) else cls.__call__,
         )  # fmt: skip
         self._root = weakref.ref(root)
-        self._live[0] = id(root)
+        names = call.__code__.co_freevars
+        self._cells = {n: c for n, c in zip(names, call.__closure__, strict=True)}
         self._patched = set_attr(cls, "__call__", call)
 
     def _unpatch(self) -> None:
-        self._live[0] = None
+        self._stop_counting()
         restore(self._patched)
         self._patched = None
+        self._cells = {}
 
     def _remove_global(self) -> None:
         for h in self._handles:
@@ -310,29 +325,31 @@ def _is_torchs_call(call) -> bool:
     return call is own and code is not None and code.co_names == names
 
 
-def _counting_call(live, put, grad_enabled, tensor, tracing, is_compiling, plain, inner):
+def _counting_call(root_id, put, grad_enabled, tensor, tracing, is_compiling, plain, inner):
     """The root class's ``__call__``: queue the call's inputs for the sender thread when
-    ``id(self)`` is ``live[0]`` (set to None to stop), then run the call as before. Under
-    Dynamo tracing it queues nothing: it asks ``is_compiling()`` once ``tracing[0]`` says
-    Dynamo has begun to compile in this process (compile_watch.py).
+    ``id(self)`` is ``root_id``, then run the call as before. Under Dynamo tracing it queues
+    nothing: it asks ``is_compiling()`` once ``tracing`` says Dynamo has begun to compile in
+    this process (compile_watch.py). The taps stop it, or make it ask, by writing the
+    closure's ``root_id`` or ``tracing`` cell (None; True).
 
     The common case (``inner`` None: torch's ``Module._wrapped_call_impl``, which
     ``_is_torchs_call`` checked, repeated in place, so no Python frame is added; ``plain``: no
     ``--pad-tokens skip``) queues a positional tensor as it is. The hot path of the agent (once
-    per root call): everything it needs is bound in the closure, and the list holding the
-    root's id is cheaper to read than a set here (docs/performance.md).
+    per root call): everything it needs is a closure cell, each touched object a likely cache
+    miss in a real step, so the fewest objects (docs/performance.md).
     """
     if inner is not None or not plain:
-        return _general_call(live, put, grad_enabled, tracing, is_compiling, inner)
+        return _general_call(root_id, put, grad_enabled, tracing, is_compiling, inner)
 
     def __call__(self, *args, **kwargs):
+        nonlocal root_id
         try:
             # eval under no_grad is not training tokens; under torch.compile tracing, step aside
-            if id(self) == live[0] and grad_enabled() and not (tracing[0] and is_compiling()):
+            if id(self) == root_id and grad_enabled() and not (tracing and is_compiling()):
                 x = args[0] if args else None
                 put(x if type(x) is tensor else [args, kwargs])  # counted by the sender thread
         except Exception as exc:
-            live[0] = None
+            root_id = None
             guard.failed("forward hook", exc)
         if self._compiled_call_impl is not None:
             return self._compiled_call_impl(*args, **kwargs)
@@ -341,17 +358,18 @@ def _counting_call(live, put, grad_enabled, tensor, tracing, is_compiling, plain
     return __call__
 
 
-def _general_call(live, put, grad_enabled, tracing, is_compiling, inner):
+def _general_call(root_id, put, grad_enabled, tracing, is_compiling, inner):
     """``_counting_call`` for a class with its own ``__call__`` (``inner``, called after) or
-    under ``--pad-tokens skip`` (the keywords hold the attention mask): queues ``(args,
-    kwargs)``."""
+    under ``--pad-tokens skip`` (the keywords hold the attention mask): queues ``[args,
+    kwargs]``."""
 
     def __call__(self, *args, **kwargs):
+        nonlocal root_id
         try:
-            if id(self) == live[0] and grad_enabled() and not (tracing[0] and is_compiling()):
+            if id(self) == root_id and grad_enabled() and not (tracing and is_compiling()):
                 put([args, kwargs])
         except Exception as exc:
-            live[0] = None
+            root_id = None
             guard.failed("forward hook", exc)
         if inner is not None:
             return inner(self, *args, **kwargs)
