@@ -46,7 +46,7 @@ def _variants(torch, model, opt) -> tuple[dict, collections.deque]:
         "torch's own, copied": (torchs_call, None),
         "__call__ installed, off": (call(None), None),
         "counting __call__": (call(id(model)), None),
-        "... queuing to a no-op": (
+        "... appending nothing": (
             _counting_call(
                 [id(model)], id, torch.is_grad_enabled, torch.Tensor, [False], None, True, None
             ),
