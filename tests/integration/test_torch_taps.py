@@ -227,11 +227,20 @@ def test_a_clocked_step_runs_no_python_code_of_trainmeters(taps):
     assert [s[0] for s in _counts(taps)[0]] == [1, 2, 3, 4, 5]  # and the step was clocked
 
 
-def test_an_optimizer_with_its_own_instance_method_is_clocked_by_the_hook(taps):
-    model = Net()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+@pytest.mark.parametrize("where", ["instance", "subclass"])
+def test_an_optimizer_with_a_method_of_its_own_keeps_it_and_the_hook_clocks(taps, where):
     seen = []
-    opt._optimizer_step_code = lambda: seen.append(1)  # someone else's patch: left alone
+
+    class SGD(torch.optim.SGD):
+        if where == "subclass":
+
+            def _optimizer_step_code(self):
+                seen.append(1)
+
+    model = Net()
+    opt = SGD(model.parameters(), lr=0.1)
+    if where == "instance":
+        opt._optimizer_step_code = lambda: seen.append(1)  # someone else's patch
     for _ in range(3):
         _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))
     assert seen == [1, 1, 1] and _post_hooks(taps) == 1

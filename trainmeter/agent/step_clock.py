@@ -130,10 +130,11 @@ class StepClock:
     # -- the clock optimizer's own method ---------------------------------------------------------
     def _install(self, optimizer) -> None:
         """Give ``optimizer`` the method that takes over from the hook at its next step (the
-        module docstring says why there). One that already has its own (someone else's patch)
-        is left alone: the hook clocks it."""
+        module docstring says why there). One with a method of its own (someone else's patch
+        on the instance, or a subclass's override) is left alone: the hook clocks it."""
         self._uninstall()
-        if METHOD in vars(optimizer):
+        torchs = getattr(getattr(self.torch.optim, "Optimizer", None), METHOD, None)
+        if METHOD in vars(optimizer) or getattr(type(optimizer), METHOD, None) is not torchs:
             return
         self._tick = ticker(self.taps.agent.sender.put_step, self.taps.agent.steps)
         self._clocked = weakref.ref(optimizer)
