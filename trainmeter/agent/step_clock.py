@@ -134,7 +134,8 @@ class StepClock:
         on the instance, or a subclass's override) is left alone: the hook clocks it."""
         self._uninstall()
         torchs = getattr(getattr(self.torch.optim, "Optimizer", None), METHOD, None)
-        if METHOD in vars(optimizer) or getattr(type(optimizer), METHOD, None) is not torchs:
+        own = getattr(optimizer, "__dict__", None)  # None: slots only, nowhere to put it
+        if own is None or METHOD in own or getattr(type(optimizer), METHOD, None) is not torchs:
             return
         self._tick = ticker(self.taps.agent.sender.put_step, self.taps.agent.steps)
         self._clocked = weakref.ref(optimizer)

@@ -136,7 +136,8 @@ class TorchTaps:
 
     def quiet(self) -> None:
         """Count and clock nothing more (the sender stopped): safe from any thread, since it
-        only clears flags the hot paths read, and removes no hook."""
+        only sets a flag, writes a closure cell and takes one key out of the clock optimizer's
+        ``__dict__``, and removes no hook."""
         self.off = True
         self.clock.quiet()
         self._stop_counting()
