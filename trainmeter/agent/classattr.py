@@ -1,14 +1,14 @@
-"""Set a class attribute and put it back exactly: the taps' one way of patching torch's classes.
+"""Set an attribute of a class or module and put it back exactly: the taps' one way of patching
+torch (the root model's class ``__call__``, the profiler's start and stop functions).
 
-A class patched this way (the root model's ``__call__``, the clock optimizer's
-``_optimizer_step_code``) is left as it was on restore: its own attribute again if it had one,
-else none, so the inherited one shows through.
+What is patched this way is left as it was on restore: its own attribute again if it had one,
+else none, so an inherited one shows through.
 """
 
 from __future__ import annotations
 
 
-def set_attr(cls: type, name: str, value: object) -> tuple:
+def set_attr(cls: object, name: str, value: object) -> tuple:
     """Set ``cls.name = value``; returns what :func:`restore` needs to undo it."""
     saved = (cls, name, name in cls.__dict__, cls.__dict__.get(name))
     setattr(cls, name, value)

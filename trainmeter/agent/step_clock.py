@@ -154,7 +154,7 @@ class StepClock:
 
         self._set(optimizer, first)
 
-    def _refresh(self, *_args) -> None:
+    def _refresh(self) -> None:
         """Give the clock optimizer the method for now: the C chain, or while a profiler
         records, one that also runs torch's own method."""
         optimizer = self._clocked() if self._clocked is not None else None

@@ -209,7 +209,10 @@ class TorchTaps:
         """(tokens, samples) of one root call: metadata only (``shape``, ``dtype``), so safe
         from the sender thread and never a device sync; ``--pad-tokens skip`` counts the
         attention mask's nonzero positions where it may (pad_tokens.py)."""
-        x = self._input(args, kwargs)
+        return self._count(self._input(args, kwargs), kwargs)
+
+    def _count(self, x, kwargs) -> tuple[int, int]:
+        """(tokens, samples) of a call whose token tensor is ``x`` (None: not a tensor)."""
         if x is None:
             return 0, 0
         shape = x.shape
@@ -245,8 +248,8 @@ class TorchTaps:
         try:
             if not self.is_grad_enabled():
                 return
-            tokens, samples = self.count_call(args, kwargs)
             x = self._input(args, kwargs)
+            tokens, samples = self._count(x, kwargs)
             nbytes = x.element_size() * x.numel() if x is not None else 0
             if tokens and self.seq_len is None:
                 self.seq_len = x.shape[-1]
@@ -317,7 +320,7 @@ class TorchTaps:
 # -- the root class's __call__ ----------------------------------------------------------------
 def _is_torchs_call(call) -> bool:
     """True when ``call`` is torch's own ``Module._wrapped_call_impl`` as written in torch 2.x
-    (``_compiled_call_impl`` if set, else ``_call_impl``), which ``_inline_call`` repeats."""
+    (``_compiled_call_impl`` if set, else ``_call_impl``), which ``_counting_call`` repeats."""
     from torch.nn import Module
 
     own = getattr(Module, "_wrapped_call_impl", None)
