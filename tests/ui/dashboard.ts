@@ -52,9 +52,13 @@ export function watchPage(page: Page) {
   return { errors, dialogs };
 }
 
-/** Whether a console error came from trainmeter's front-end (its bundle or its own messages). */
+/**
+ * Whether a console error came from trainmeter's front-end (its bundle or its own messages). By
+ * the bundle's names and the messages' `[trainmeter]` prefix, never by a bare "trainmeter": the
+ * checkout's own folder (and any path under it) may be called that.
+ */
 export function isDashboardError(line: string): boolean {
-  return /trainmeter|anywidget|\btm-|uplot|\/static\/(widget|page)\.js/i.test(line);
+  return /\[trainmeter\]|anywidget|\btm-|uplot|\/static\/(widget|page)\.js/i.test(line);
 }
 
 /**
