@@ -19,6 +19,7 @@ from trainmeter.core.flops import (
     ModelShape,
     all_conventions,
     flops_per_token,
+    missing_fields,
     reference_model,
 )
 
@@ -246,6 +247,36 @@ def test_megatron_gives_none_without_a_vocabulary():
     )
     assert flops_per_token(shape, "megatron") is None
     assert flops_per_token(shape, "titan") is not None
+
+
+def test_missing_fields_names_what_each_convention_lacks():
+    counts_only = ModelShape(params=1992, embedding_params=800, token_embedding_params=800)
+    assert missing_fields(counts_only, "hf") == ()
+    assert missing_fields(counts_only, "megatron") == (
+        "layers", "width", "heads", "ffn", "vocab", "seq_len",
+    )  # fmt: skip
+    # titan's per-head size is width / heads, so with neither head_dim nor width it is named
+    assert missing_fields(counts_only, "titan") == ("layers", "heads", "head_dim", "seq_len")
+    assert missing_fields(counts_only, "embeddings") == ("layers", "heads", "head_dim", "seq_len")
+    no_ffn = dataclasses.replace(tiny(), ffn=None)
+    assert missing_fields(no_ffn, "megatron") == ("ffn",)  # width, heads, vocab are there
+    assert missing_fields(no_ffn, "titan") == ()
+    with pytest.raises(ValueError, match="hf, megatron, titan, embeddings"):
+        missing_fields(tiny(), "kaplan")
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_missing_fields_is_empty_exactly_when_the_convention_has_a_figure(convention):
+    # every subset of the optional dimensions dropped from the tiny model (2^8 = 256 shapes): the
+    # function must agree with the formula itself on whether a figure exists
+    optional = ("layers", "width", "heads", "kv_heads", "head_dim", "ffn", "vocab", "seq_len")
+    base = dataclasses.replace(tiny(), head_dim=4)  # 8 / 2: explicit, so width may go alone
+    for mask in range(2 ** len(optional)):
+        drop = {name: None for i, name in enumerate(optional) if mask >> i & 1}
+        shape = dataclasses.replace(base, **drop)
+        lacks = missing_fields(shape, convention)
+        assert (flops_per_token(shape, convention) is None) == bool(lacks), (drop, lacks)
+        assert all(getattr(shape, name) is None for name in lacks), (drop, lacks)
 
 
 def test_unknown_convention_is_an_error_that_lists_the_known_ones():

@@ -250,6 +250,33 @@ def flops_per_token(shape: ModelShape, convention: str) -> float | None:
     return fn(shape)
 
 
+# The shape fields each convention's formula reads (hf: the two counts, always present).
+_NEEDS = {
+    "hf": (),
+    "megatron": ("layers", "width", "heads", "ffn", "vocab", "seq_len"),
+    "titan": ("layers", "heads", "head_dim", "seq_len"),
+    "embeddings": ("layers", "heads", "head_dim", "seq_len"),
+}
+
+
+def missing_fields(shape: ModelShape, convention: str) -> tuple[str, ...]:
+    """The ``ModelShape`` fields ``convention`` needs and ``shape`` lacks, in field order.
+
+    Inputs: a ModelShape; a convention name from CONVENTIONS.
+    Returns: a tuple of field names, empty exactly when ``flops_per_token(shape, convention)``
+    is a number. ``head_dim`` is missing only when ``width`` is too (it defaults to width /
+    heads); ``kv_heads`` is never missing (it defaults to heads). Source: the inputs each
+    ``*_flops_per_token`` function checks before it computes.
+    Raises: ValueError for an unknown convention name, as :func:`flops_per_token`.
+    """
+    if not isinstance(convention, str) or convention not in _NEEDS:
+        known = ", ".join(CONVENTIONS)
+        raise ValueError(f"unknown FLOPs convention {convention!r}; known: {known}")
+    present = {name: getattr(shape, name) is not None for name in _DIMS}
+    present["head_dim"] = present["head_dim"] or present["width"]
+    return tuple(name for name in _NEEDS[convention] if not present[name])
+
+
 def all_conventions(shape: ModelShape) -> dict[str, float | None]:
     """FLOPs per token under every convention, keyed by name in CONVENTIONS order.
 
@@ -290,6 +317,7 @@ __all__ = [
     "flops_per_token",
     "hf_flops_per_token",
     "megatron_flops_per_token",
+    "missing_fields",
     "reference_model",
     "titan_flops_per_token",
 ]
