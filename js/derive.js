@@ -50,6 +50,24 @@ export function byConv(snap, key, conv) {
   return isObj(table) && isNum(table[conv]) ? table[conv] : null;
 }
 
+/**
+ * Why convention `conv` has no FLOPs per token: the fields the model record lacks, from the
+ * snapshot's flops_per_token_missing (core/flops.py missing_fields), in the passport's words
+ * (core/passport.py why_missing): "megatron needs ffn, which the model record lacks"; "" when
+ * the snapshot lists none.
+ */
+export function fptMissingWhy(snap, conv) {
+  const table = isObj(snap.flops_per_token_missing) ? snap.flops_per_token_missing : {};
+  const fields = Array.isArray(table[conv]) ? table[conv].filter((f) => typeof f === "string" && f) : [];
+  return fields.length ? `${conv} needs ${fields.join(", ")}, which the model record lacks` : "";
+}
+
+/** "no MFU: <why>" for a convention without FLOPs per token. */
+function noFptWhy(snap, conv) {
+  const why = fptMissingWhy(snap, conv);
+  return why ? `no MFU: ${why}` : `no MFU: no FLOPs per token under ${conv || "a convention"} yet`;
+}
+
 /** The first note that explains a missing figure, e.g. "no MFU: no dense peak is known for cpu". */
 export function noteAbout(notes, pattern) {
   if (!Array.isArray(notes)) return "";
@@ -119,7 +137,7 @@ export function mfuChartWhy(snap, conv) {
   if (!isObj(snap.peak) || !isNum(snap.peak.flops)) {
     return noteAbout(snap.notes, /mfu|peak/i) || "no MFU: no dense peak is known for this device; declare one with --peak";
   }
-  if (byConv(snap, "flops_per_token", conv) === null) return `no MFU: no FLOPs per token under ${conv || "a convention"} yet`;
+  if (byConv(snap, "flops_per_token", conv) === null) return noFptWhy(snap, conv);
   if (!isNum(snap.gpus)) return `no MFU chart: the GPU count is ${NOT_MEASURED}`;
   return "";
 }
@@ -131,7 +149,7 @@ export function mfuFigure(snap, conv) {
   if (!isObj(snap.peak)) {
     return missing(noteAbout(snap.notes, /mfu|peak/i) || "no MFU: no dense peak is known for this device; declare one with --peak");
   }
-  if (byConv(snap, "flops_per_token", conv) === null) return missing(`no MFU: no FLOPs per token under ${conv} yet`);
+  if (byConv(snap, "flops_per_token", conv) === null) return missing(noFptWhy(snap, conv));
   return missing("no MFU: measuring throughput");
 }
 

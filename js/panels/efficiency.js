@@ -9,6 +9,7 @@ import {
   byConv,
   CONVENTIONS,
   flopsRequired,
+  fptMissingWhy,
   isObj,
   mfuChartWhy,
   mfuFigure,
@@ -158,6 +159,7 @@ export function createEfficiency(view) {
       const table = isObj(snap.flops_per_token) ? snap.flops_per_token : {};
       const f = byConv(snap, "flops_per_token", conv);
       if (f !== null) fpt.set(si(f, "FLOP/token"), { tagText: conv });
+      else if (fptMissingWhy(snap, conv)) fpt.missing("n/a", fptMissingWhy(snap, conv));
       else fpt.missing("not measured yet", noteAbout(snap.notes, /flop|model|param/i) || "no model seen yet");
       others(fptOthers, table, conv, (v) => si(v, "FLOP"));
       setText(counted, countedText(snap));
@@ -169,7 +171,7 @@ export function createEfficiency(view) {
       const budgetWhy = isNum(snap.budget_tokens) || isNum(snap.budget_flops) ? "" : "no budget declared";
       showFigure(
         spent,
-        done !== null ? { value: done } : { value: null, why: `not measured yet: ${f === null ? "no FLOPs per token yet" : "no tokens counted yet"}` },
+        done !== null ? { value: done } : { value: null, why: spentWhy(snap, conv, f) },
         (v) => si(v, "FLOP"),
         { tagText: conv, subText: need !== null ? `of ${si(need, "FLOP")} [${conv}] required for the budget` : budgetWhy },
       );
@@ -252,4 +254,11 @@ export function others(container, table, conv, fmt) {
   if (shown.get(container) === key) return;
   shown.set(container, key);
   container.replaceChildren(...text.map((t) => el("span", { class: "tm-other", text: t })));
+}
+
+/** Why FLOPs spent under `conv` is unknown: the fields the model lacks, or what is still to come. */
+function spentWhy(snap, conv, fpt) {
+  const lacks = fpt === null ? fptMissingWhy(snap, conv) : "";
+  if (lacks) return `n/a: ${lacks}`;
+  return `not measured yet: ${fpt === null ? "no FLOPs per token yet" : "no tokens counted yet"}`;
 }

@@ -4,6 +4,7 @@ import {
   budgetOf,
   classifyLosses,
   costOverlay,
+  fptMissingWhy,
   gpuField,
   HOW_TO_BUDGET,
   isValLoss,
@@ -69,6 +70,26 @@ test("the large MFU follows the convention picked in this view", () => {
   assert.deepEqual(mfuFigure(snap, "hf"), { value: 0.38, why: "" });
   assert.equal(mfuFigure({ ...snap, peak: null, mfu: null }, "hf").value, null);
   assert.match(mfuFigure({ ...snap, mfu: null }, "titan").why, /measuring throughput/);
+});
+
+test("a convention without FLOPs per token names the fields the model record lacks", () => {
+  // the engine's flops_per_token_missing for a record with every shape field but ffn; the
+  // words are the passport's (tests/unit/test_passport.py pins the same sentence)
+  const snap = {
+    peak: { flops: 1e15 },
+    mfu: { titan: 0.4, megatron: null },
+    flops_per_token: { titan: 1, megatron: null },
+    flops_per_token_missing: { megatron: ["ffn"] },
+  };
+  assert.equal(fptMissingWhy(snap, "megatron"), "megatron needs ffn, which the model record lacks");
+  assert.equal(fptMissingWhy(snap, "titan"), "");
+  assert.equal(fptMissingWhy({ ...snap, flops_per_token_missing: { titan: ["layers", "seq_len"] } }, "titan"),
+    "titan needs layers, seq_len, which the model record lacks");
+  assert.equal(mfuFigure(snap, "megatron").why, "no MFU: megatron needs ffn, which the model record lacks");
+  assert.equal(mfuChartWhy(snap, "megatron"), "no MFU: megatron needs ffn, which the model record lacks");
+  // an older snapshot without the key keeps the general reason
+  const old = { ...snap, flops_per_token_missing: undefined };
+  assert.equal(mfuFigure(old, "megatron").why, "no MFU: no FLOPs per token under megatron yet");
 });
 
 test("price overlay: dollars = price × GPU-hours, kWh = J / 3.6e6, reasons when unknown", () => {

@@ -12,7 +12,7 @@ from conftest import Clock
 
 from trainmeter._version import __version__
 from trainmeter.core import passport, records
-from trainmeter.core.engine import replay
+from trainmeter.core.engine import Engine, replay
 from trainmeter.exports import passport_files
 from trainmeter.supervisor.live import Live
 
@@ -94,6 +94,28 @@ def test_every_flops_and_mfu_figure_names_its_convention_shown_one_first():
     assert rows["FLOPs spent"].split(" | ")[1].startswith("9.50 GFLOP [titan]")
     assert rows["MFU"].split(" | ")[1].startswith("20.0% [titan] · 10.0% [hf]")
     assert "unknown [megatron]" in rows["MFU"]
+
+
+def test_a_convention_without_a_figure_names_exactly_the_fields_the_model_lacks():
+    # a GPT-2-like record with every shape field but the FFN width (what describe() gave for
+    # HF GPT-2 before it counted Conv1D): only megatron lacks a figure, and only ffn is named
+    eng = Engine()
+    model = {"params": 1000, "embedding_params": 100, "token_embedding_params": 100,
+             "layers": 2, "width": 8, "heads": 2, "seq_len": 4, "vocab": 50}  # fmt: skip
+    eng.apply(records.make("model", 1.0, **model))
+    snap = eng.snapshot()
+    assert snap["flops_per_token"]["megatron"] is None
+    assert snap["flops_per_token_missing"] == {"megatron": ["ffn"]}  # the others have figures
+    p = passport.build(snap)
+    assert p["unknown"]["flops_per_token.megatron"] == (
+        "megatron needs ffn, which the model record lacks"
+    )  # the same words as js/derive.js fptMissingWhy (js/tests/derive.test.js pins them)
+    assert "flops_per_token.titan" not in p["unknown"]
+    assert passport.why_missing("titan", ["layers", "seq_len"]) == (
+        "titan needs layers, seq_len, which the model record lacks"
+    )
+    # no model at all: the engine lists nothing, the passport says no model was seen
+    assert Engine().snapshot()["flops_per_token_missing"] == {}
 
 
 def test_markdown_keeps_a_name_from_training_code_inside_its_table_cell():

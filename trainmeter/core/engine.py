@@ -434,6 +434,9 @@ class Engine:
             "ranks": {str(r): rc.steps for r, rc in sorted(self.rank_clocks.items())},
             "convention": convention,
             "flops_per_token": fpt,
+            "flops_per_token_missing": {
+                k: list(flops.missing_fields(self.shape, k)) for k, v in fpt.items() if v is None
+            },
             "flops_spent": {k: (v * c.tokens if v is not None else None) for k, v in fpt.items()},
             "dtype": self._dtype(),
             "peak": _peak_dict(peak),

@@ -30,10 +30,7 @@ J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s (definition)
 
 WHY_NO_MODEL = "no model seen: the agent reports it at the first training forward pass"
 WHY_ATTACHED = "no agent: tm attach watched the process from outside (docs/attach.md)"
-WHY_NO_SHAPE = (
-    "the model record lacks a shape field the convention needs: layers, heads, sequence "
-    "length; megatron also width, FFN and vocabulary"
-)
+WHY_NO_SHAPE = "the model record lacks a shape field this convention needs"  # no field list
 WHY_NO_TIMED_STEP = "no timed step: throughput needs two optimizer steps in one segment"
 _SUMMARY_KEYS = (  # passport keys that go to a tracker's summary under their own name
     "steps", "tokens", "samples", "duration_s", "wall_s", "gpu_hours", "energy_j",
@@ -153,6 +150,24 @@ def _model(m: Any, why: dict[str, str]) -> dict[str, Any] | None:
     return out
 
 
+def why_missing(convention: str, fields: list[str] | tuple[str, ...]) -> str:
+    """Why ``convention`` has no figure: ``"megatron needs ffn, vocab, which the model record
+    lacks"``. ``fields`` come from :func:`trainmeter.core.flops.missing_fields` (the snapshot's
+    ``flops_per_token_missing``); the dashboard builds the same words (js/derive.js
+    ``fptMissingWhy``)."""
+    return f"{convention} needs {', '.join(fields)}, which the model record lacks"
+
+
+def _fpt_why(snap: dict, convention: str) -> str:
+    """The reason a convention's FLOPs per token is unknown, naming the missing fields."""
+    if not _dict(snap.get("flops_per_token")):
+        return WHY_NO_MODEL
+    fields = _dict(snap.get("flops_per_token_missing")).get(convention)
+    if isinstance(fields, list) and fields and all(isinstance(f, str) for f in fields):
+        return why_missing(convention, fields)
+    return WHY_NO_SHAPE
+
+
 def _flops(snap: dict, why: dict[str, str]) -> dict[str, Any]:
     """FLOPs per token and FLOPs spent (tokens x FLOPs per token) under every convention, by
     name, as the snapshot has them; the counted figure beside them, never in their place."""
@@ -163,7 +178,7 @@ def _flops(snap: dict, why: dict[str, str]) -> dict[str, Any]:
         names = list(CONVENTIONS)
     out = {"convention": conv, "flops_per_token": {}, "flops_spent": {}}
     for c in names:
-        reason = WHY_NO_MODEL if not fpt else WHY_NO_SHAPE
+        reason = _fpt_why(snap, c)
         out["flops_per_token"][c] = _known(fpt.get(c), why, f"flops_per_token.{c}", reason)
         out["flops_spent"][c] = _known(spent.get(c), why, f"flops_spent.{c}", reason)
     out["flops_per_token_counted"] = _known(
@@ -258,11 +273,11 @@ def _mfu(snap: dict, conv: str, why: dict[str, str]) -> dict[str, Any]:
         reason = None
     out_by = {}
     for c in names:
-        r = reason or "no FLOPs per token under this convention"
+        r = reason or f"no FLOPs per token under {c}: {_fpt_why(snap, c)}"
         out_by[c] = _known(by.get(c), why, f"mfu.by_convention.{c}", r)
     value = out_by.get(conv, by.get(conv))
     if value is None:
-        why["mfu.value"] = reason or f"no FLOPs per token under {conv}"
+        why["mfu.value"] = reason or f"no FLOPs per token under {conv}: {_fpt_why(snap, conv)}"
     return {"convention": conv, "value": value, "average": "run", "by_convention": out_by}
 
 
