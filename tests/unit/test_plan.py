@@ -232,6 +232,32 @@ def test_gpt2_config_defaults_are_hugging_faces():
     assert arch.position_table == 1024 and arch.context == 1024
 
 
+def test_transformers_own_default_gpt2_config_plans_as_the_gpt2_preset():
+    # GPT2Config() is GPT-2 small (n_layer 12, n_embd 768, n_head 12, n_positions 1024,
+    # vocab 50257, n_inner None = 4 x 768, tied): its to_dict(), what save_pretrained writes,
+    # plans to the preset's 124,439,808 parameters through the shared table (core/hfconfig.py)
+    import transformers  # a test dependency (pyproject's test extra)
+
+    config = transformers.GPT2Config().to_dict()
+    assert config["n_inner"] is None
+    assert presets.from_hf_config(config) == presets.preset("gpt2-124m").arch
+
+
+def test_a_config_read_by_its_model_types_own_keys():
+    # Falcon (FalconConfig): ffn_hidden_size null means 4 x hidden_size, and multi_query without
+    # new_decoder_architecture means one key/value head; 2 layers, width 64, 4 heads, vocab 100
+    falcon = {"model_type": "falcon", "num_hidden_layers": 2, "hidden_size": 64,
+              "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 32,
+              "ffn_hidden_size": None, "multi_query": True}  # fmt: skip
+    arch = presets.from_hf_config(falcon)
+    assert (arch.ffn, arch.kv_heads, arch.gated_mlp) == (256, 1, False)
+    # a Llama config lacking its FFN key names that key alone (no GPT-2 spelling offered)
+    config = _llama_config()
+    del config["intermediate_size"]
+    with pytest.raises(presets.ConfigError, match=r"missing field intermediate_size$"):
+        presets.from_hf_config(config)
+
+
 def _llama_config() -> dict:
     return json.loads((DATA / "Meta-Llama-3-8B" / "config.json").read_text())
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core import hfconfig
 from trainmeter.core.flops import ModelShape
 
 
@@ -291,39 +292,24 @@ def preset(name: str) -> Preset | None:
 # Hugging Face config.json
 # ------------------------------------------------------------------------------------------
 
-# Families whose MLP is gated whatever their activation's name (Gemma's is gelu) or plain.
-# Source: the MLP modules of huggingface/transformers models/<model_type>/modeling_*.py
-# (LlamaMLP, MistralMLP, Qwen2MLP, GemmaMLP, ...: gate_proj, up_proj, down_proj; GPT2MLP,
-# GPTNeoXMLP, PhiMLP, ...: two Linear layers).
-_GATED_TYPES = frozenset(
-    {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "olmo2", "phi3"}
-)
-_PLAIN_TYPES = frozenset({"gpt2", "gpt_neox", "gptj", "opt", "phi", "bloom", "falcon"})
-_GATED_ACTS = frozenset({"silu", "swiglu", "swish", "geglu", "reglu"})
-_ACT_FIELDS = ("hidden_act", "activation_function", "hidden_activation")
-_CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx")
-_MOE_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
-
-
-def _present(config: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, Any] | None:
-    for name in names:
-        if config.get(name) is not None:
-            return name, config[name]
-    return None
-
 
 def _spelled(names: tuple[str, ...]) -> str:
     return names[0] + (f" (or {', '.join(names[1:])})" if len(names) > 1 else "")
 
 
-def _count(config: Mapping[str, Any], *names: str, hint: str = "") -> int:
-    found = _present(config, names)
-    if found is None:
+def _need(r: hfconfig.Reading, name: str, hint: str = "") -> int:
+    """Field ``name`` of a config reading, or ConfigError naming the key(s) that would give it."""
+    if name in r.bad:
+        key, value = r.bad[name]
+        raise ConfigError(f"field {key} must be a whole number > 0, got {value!r}")
+    if name not in r.values:
+        names = hfconfig.spellings(name, r.family) or (name,)
         raise ConfigError(f"missing field {_spelled(names)}{hint}")
-    name, value = found
-    if not _is_int(value) or value <= 0:
-        raise ConfigError(f"field {name} must be a whole number > 0, got {value!r}")
-    return value
+    return r.values[name]
+
+
+def _optional(r: hfconfig.Reading, name: str) -> int | None:
+    return _need(r, name) if name in r.values or name in r.bad else None
 
 
 def _flag(config: Mapping[str, Any], name: str, default: bool) -> bool:
@@ -335,24 +321,16 @@ def _flag(config: Mapping[str, Any], name: str, default: bool) -> bool:
     return value
 
 
-def _gated(config: Mapping[str, Any], gpt2_style: bool) -> bool:
-    kind = config.get("model_type")
-    if kind in _GATED_TYPES:
-        return True
-    if kind in _PLAIN_TYPES:
-        return False
-    found = _present(config, _ACT_FIELDS)
-    if found is None:
-        if gpt2_style:
-            return False  # GPT2Config's default activation_function is "gelu_new"
+def _gated(r: hfconfig.Reading) -> bool:
+    if "gated" in r.bad:
+        key, act = r.bad["gated"]
+        raise ConfigError(f"field {key} must be an activation name, got {act!r}")
+    if r.gated is None:
         raise ConfigError(
-            f"missing field {_spelled(_ACT_FIELDS)}: the MLP activation tells a gated MLP "
-            "(silu, swiglu, geglu: 3 matrices) from a plain one (gelu: 2)"
+            f"missing field {_spelled(hfconfig.spellings('act', r.family))}: the MLP activation "
+            "tells a gated MLP (silu, swiglu, geglu: 3 matrices) from a plain one (gelu: 2)"
         )
-    name, act = found
-    if not isinstance(act, str):
-        raise ConfigError(f"field {name} must be an activation name, got {act!r}")
-    return act.strip().lower() in _GATED_ACTS
+    return r.gated
 
 
 def from_hf_config(config: Mapping[str, Any], context: int | None = None) -> Architecture:
@@ -360,21 +338,19 @@ def from_hf_config(config: Mapping[str, Any], context: int | None = None) -> Arc
 
     Inputs: ``config``, the parsed JSON object; ``context``, a sequence length that replaces
     the config's (tokens; None keeps the config's).
-    Fields (the first present spelling wins; GPT-2's spellings in parentheses):
-    ``num_hidden_layers`` (``n_layer``), ``hidden_size`` (``n_embd``), ``num_attention_heads``
-    (``n_head``), ``num_key_value_heads`` (default: heads), ``head_dim`` (default: width /
-    heads), ``intermediate_size`` (``n_inner``; GPT-2 layout default 4 * width),
-    ``vocab_size``, context ``max_position_embeddings`` (``n_positions``, ``n_ctx``),
-    ``tie_word_embeddings`` (default true, as ``PretrainedConfig``), ``attention_bias`` and
-    ``mlp_bias`` (default false). Gated MLP: by ``model_type`` for the families listed in
-    ``_GATED_TYPES`` / ``_PLAIN_TYPES``, else by ``hidden_act`` (``activation_function``,
-    ``hidden_activation``): silu, swiglu, swish, geglu, reglu mean gated (3 matrices), anything
-    else plain (2), the agent's rule (docs/spec.md "Model shape").
-    Layout: GPT-2's (``model_type`` "gpt2", or ``n_embd`` without ``hidden_size``): biases on
-    every Linear, LayerNorm with bias, a learned position table of ``n_positions`` rows;
-    otherwise Llama's: no position table, RMSNorm, biases only as ``attention_bias`` /
-    ``mlp_bias`` say. Source: huggingface/transformers ``configuration_llama.py``,
-    ``configuration_gpt2.py`` and ``configuration_utils.py`` (defaults).
+    Fields: read by :func:`trainmeter.core.hfconfig.read`, which names the keys of each
+    ``model_type`` (``num_hidden_layers``, ``hidden_size``, ... for Llama; ``n_layer``,
+    ``n_embd``, ``n_inner`` (null: 4 * n_embd), ``n_positions`` for GPT-2; the generic
+    spellings for any other type) and whether its MLP is gated (by ``model_type``, else by the
+    activation's name); ``kv_heads`` defaults to heads, ``head_dim`` to width / heads.
+    Read here: ``tie_word_embeddings`` (default true, as ``PretrainedConfig``),
+    ``attention_bias`` and ``mlp_bias`` (default false).
+    Layout: GPT-2's (``model_type`` "gpt2", or ``n_embd`` without ``hidden_size`` and no
+    ``model_type``, then read as GPT-2's config): biases on every Linear, LayerNorm with bias, a
+    learned position table of ``n_positions`` rows; otherwise Llama's: no position table,
+    RMSNorm, biases only as ``attention_bias`` / ``mlp_bias`` say. Source: huggingface/
+    transformers ``configuration_llama.py``, ``configuration_gpt2.py`` and
+    ``configuration_utils.py`` (defaults).
     Raises: ConfigError "config.json: missing field ..." naming the missing or malformed
     field; also for a mixture-of-experts config (dense models only).
     """
@@ -387,53 +363,30 @@ def from_hf_config(config: Mapping[str, Any], context: int | None = None) -> Arc
 def _from_hf_config(config: Mapping[str, Any], context: int | None) -> Architecture:
     if not isinstance(config, Mapping):
         raise ConfigError("not a JSON object")
-    moe = _present(config, _MOE_FIELDS)
+    moe = next(((k, config[k]) for k in hfconfig.MOE_KEYS if config.get(k) is not None), None)
     if moe is not None and moe[1] != 0:
         raise ConfigError(
             f"field {moe[0]} describes a mixture-of-experts model; tm plan counts dense models "
             "only (describe the active part with --layers/--width/... flags)"
         )
-    gpt2 = config.get("model_type") == "gpt2" or (
-        "n_embd" in config and "hidden_size" not in config
-    )
-    layers = _count(config, "num_hidden_layers", "n_layer")
-    width = _count(config, "hidden_size", "n_embd")
-    heads = _count(config, "num_attention_heads", "n_head")
-    vocab = _count(config, "vocab_size")
-    kv_heads = (
-        _count(config, "num_key_value_heads")
-        if config.get("num_key_value_heads") is not None
-        else None
-    )
-    head_dim = _count(config, "head_dim") if config.get("head_dim") is not None else None
-    if gpt2:
-        ffn = _count(config, "n_inner") if config.get("n_inner") is not None else 4 * width
-        positions = _count(config, "n_positions", "max_position_embeddings", "n_ctx")
-    else:
-        ffn = _count(config, "intermediate_size", "n_inner")
-        positions = 0
+    spelled_gpt2 = "n_embd" in config and "hidden_size" not in config
+    r = hfconfig.read(config, default_family="gpt2" if spelled_gpt2 else None)
+    gpt2 = config.get("model_type") == "gpt2" or spelled_gpt2
+    sizes = {name: _need(r, name) for name in ("layers", "width", "heads", "vocab", "ffn")}
+    positions = _need(r, "context") if gpt2 else 0
     if context is None:
-        context = _count(
-            config, *_CONTEXT_FIELDS, hint=": the training sequence length; give --context"
-        )
-    biases = {
-        "attention_bias": gpt2 or _flag(config, "attention_bias", False),
-        "mlp_bias": gpt2 or _flag(config, "mlp_bias", False),
-        "norm_bias": gpt2,
-    }
+        context = _need(r, "context", ": the training sequence length; give --context")
     return Architecture(
-        layers=layers,
-        width=width,
-        heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        ffn=ffn,
-        gated_mlp=_gated(config, gpt2),
-        vocab=vocab,
+        **sizes,
+        kv_heads=_optional(r, "kv_heads"),
+        head_dim=_optional(r, "head_dim"),
+        gated_mlp=_gated(r),
         context=context,
         tied_embeddings=_flag(config, "tie_word_embeddings", True),
         position_table=positions,
-        **biases,
+        attention_bias=gpt2 or _flag(config, "attention_bias", False),
+        mlp_bias=gpt2 or _flag(config, "mlp_bias", False),
+        norm_bias=gpt2,
     )
 
 
