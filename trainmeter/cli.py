@@ -4,7 +4,7 @@ tm train.py [args]            run a Python script (same interpreter as tm)
 tm [flags] -- CMD [args]      run any command (torchrun, a shell script, ...)
 tm replay [RUN] [--json]      rebuild a run's final snapshot from its log
 tm ls                         list runs in ./.trainmeter
-tm peaks [NAME] [--json]      the dense peaks table; with NAME, the row an NVML name matches
+tm peaks [NAME] [--json]      the dense peaks table; with NAME, the row a GPU name finds
 tm doctor [--json]            what trainmeter can see on this node, and what to do about gaps
 tm plan MODEL --tokens N --gpu NAME --gpus K   FLOPs, time, GPU-hours, kWh of a planned run
 tm --version
@@ -72,7 +72,9 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--convention", choices=flops.CONVENTIONS, default=flops.DEFAULT_CONVENTION,
                    help="FLOPs convention shown first (all are computed)")  # fmt: skip
     p.add_argument("--peak", metavar="FLOP/s", help="declare the dense peak per device (312T)")
-    p.add_argument("--device", help="device name to look up in the peaks table")
+    p.add_argument("--device", metavar="NAME",
+                   help='GPU for the peak: NVML name, row label or short name ("H100 SXM", '
+                        "h100-sxm, mi300x; tm peaks lists them)")  # fmt: skip
     p.add_argument("--dir", default=None, help="where .trainmeter runs go (default ./.trainmeter)")
     p.add_argument("--dtype", type=dtype_arg,
                    help="the run's dtype for the peak: bf16, fp16, tf32, fp8, fp32 "
@@ -214,15 +216,29 @@ def _script_error(first: str) -> str | None:
 def _run_opts(args) -> dict:
     """Launch options recorded in the run log (physics only, never a price)."""
     budget = args.budget_tokens
+    peak = parse_flops(args.peak) if args.peak else None
     return {
         "budget_tokens": parse_count(budget, positive=True) if budget else None,
         "budget_flops": parse_flops_budget(args.budget_flops) if args.budget_flops else None,
         "convention": args.convention,
-        "peak_flops": parse_flops(args.peak) if args.peak else None,
-        "device": args.device,
+        "peak_flops": peak,
+        "device": device_opt(args.device, peak),
         "dtype": args.dtype,
         "pad_tokens": args.pad_tokens,
     }  # fmt: skip
+
+
+def device_opt(name: str | None, peak_flops: float | None) -> str | None:
+    """``--device`` as typed, after ``peaks.check_gpu``: a name the table does not know is
+    refused unless ``--peak`` (``peak_flops``, FLOP/s) declares the peak it labels.
+
+    Raises: ValueError "--device: unknown GPU ... (did you mean ...?)" naming close names.
+    """
+    try:
+        peaks.check_gpu(name, peak_flops)
+    except peaks.UnknownGPUError as exc:
+        raise ValueError(f"--device: {exc}") from None
+    return name
 
 
 def _default_name(cmd: list[str]) -> str:
@@ -289,8 +305,9 @@ UNKNOWN_PEAK = "unknown: declare one with --peak"
 
 def _peaks(argv: list[str]) -> int:
     p = _Parser(prog="tm peaks", description="The dense peaks table (TFLOP/s, not 2:4 sparse); "
-                "with NAME, the row that NVML device name matches, and why.")  # fmt: skip
-    p.add_argument("name", nargs="?", help='an NVML device name ("NVIDIA H100 80GB HBM3")')
+                "with NAME, the row that GPU name finds, and why.")  # fmt: skip
+    p.add_argument("name", nargs="?", help='a GPU: NVML name ("NVIDIA H100 80GB HBM3"), row '
+                   'label ("H100 SXM") or short name (h100-sxm, mi300x)')  # fmt: skip
     p.add_argument("--json", action="store_true", help="print JSON (full citations)")
     args = p.parse_args(argv)
     if args.name is None:
@@ -301,20 +318,16 @@ def _peaks(argv: list[str]) -> int:
         else:
             print("\n".join(_peak_table(rows)))
         return 0
-    row = peaks.match_device(args.name)
-    if row is None:
-        close = difflib.get_close_matches(args.name, [n for r in peaks.rows() for n in r.names],
-                                          n=3, cutoff=0.6)  # fmt: skip
-        hint = f" (no row lists this exact NVML name; close but not the same: {', '.join(close)})"
+    found = peaks.match_gpu(args.name)
+    if found is None:
+        close = peaks.close_gpu_names(args.name)
+        hint = f" (no row has this name; close but not the same: {', '.join(close)})"
         if args.json:
             print(json.dumps({"name": args.name, "match": None, "why": UNKNOWN_PEAK,
                               "close": close}, indent=2))  # fmt: skip
         print(f"tm: {args.name!r}: {UNKNOWN_PEAK}{hint if close else ''}", file=sys.stderr)
         return 1
-    asked = " ".join(args.name.split()).lower()
-    listed = next((n for n in row.names if n.lower() == asked), row.names[0])
-    why = (f"{args.name!r} is the NVML name {listed!r} listed for {row.label} (exact match; "
-           "case and repeated spaces ignored, never a substring)")  # fmt: skip
+    row, why = found
     if args.json:
         d = row.as_dict()
         print(json.dumps({"name": args.name, "match": {**d, "citation_short":
@@ -346,12 +359,14 @@ def _peak_table(rows) -> list[str]:
                 for i in range(len(c))]  # fmt: skip
         return "  ".join(cols).rstrip()
 
-    out = ["Dense peaks per device: TFLOP/s by dtype (tensor cores; FP32 is the CUDA-core rate; "
-           "'-': no rate), memory GB/s, board W.", line(list(_PEAK_HEAD))]  # fmt: skip
+    out = ["Dense peaks per device: TFLOP/s by dtype (tensor or matrix cores; FP32 is the "
+           "CUDA-core or vector rate; '-': no rate), memory GB/s, board W.",
+           line(list(_PEAK_HEAD))]  # fmt: skip
     for r, c in zip(rows, cells, strict=True):
         out.append(line(c))
         names = " / ".join(f'"{n}"' for n in r["names"])
-        out.append(f"    NVML {names} · {short_citation(r['citation'])}")
+        source = peaks.NAME_SOURCE[r["vendor"]]
+        out.append(f"    {source} {names} · {short_citation(r['citation'])}")
     return out
 
 

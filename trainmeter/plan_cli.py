@@ -112,8 +112,9 @@ def parser() -> argparse.ArgumentParser:
                         "nothing with --layers/--width/--heads/--vocab/--context")  # fmt: skip
     p.add_argument("--tokens", type=_tokens, metavar="N", help="token budget (20B, 2e10)")
     p.add_argument("--gpu", metavar="NAME",
-                   help="GPU from the peaks table: h100-sxm, a100-80gb, h200, b200, ... or its "
-                        "NVML name (tm peaks lists them)")  # fmt: skip
+                   help="GPU from the peaks table: a short name (h100-sxm, a100-80gb, h200, "
+                        "b200, mi300x, ...), its row label or its NVML name (tm peaks lists "
+                        "them)")  # fmt: skip
     p.add_argument("--gpus", type=_whole_count, default=1, metavar="N",
                    help="how many GPUs (default 1)")  # fmt: skip
     p.add_argument(
@@ -222,14 +223,6 @@ def architecture(args: argparse.Namespace) -> tuple[dict, presets.Architecture]:
     return info, dataclasses.replace(arch, **overrides) if overrides else arch
 
 
-def _gpu_error(name: str) -> str:
-    """The one line for an unknown GPU: the close short names, and --peak."""
-    close = peaks.close_gpu_names(name)
-    which = f" (did you mean {', '.join(close)}?)" if close else ""
-    return (f"unknown GPU {name!r}{which}: not in the peaks table (tm peaks lists it); "
-            "pass --peak with its dense FLOP/s (989.5T)")  # fmt: skip
-
-
 def run(argv: list[str]) -> tuple[argparse.Namespace, dict, plan.RunPlan]:
     """Parse ``argv`` and plan: ``(args, model, RunPlan)``.
 
@@ -244,8 +237,10 @@ def run(argv: list[str]) -> tuple[argparse.Namespace, dict, plan.RunPlan]:
     if args.tokens is None:
         raise PlanUsageError("no token budget: give --tokens (20B, 2e10)")
     info, arch = architecture(args)
-    if args.gpu and args.peak is None and peaks.find_gpu(args.gpu) is None:
-        raise PlanUsageError(_gpu_error(args.gpu))
+    try:
+        peaks.check_gpu(args.gpu, args.peak)
+    except peaks.UnknownGPUError as exc:
+        raise PlanUsageError(str(exc)) from None
     result = plan.plan_run(arch.shape(), args.tokens, args.gpu, args.gpus, mfu=args.mfu,
                            price=args.price, dtype=args.dtype, peak_flops=args.peak,
                            convention=args.convention)  # fmt: skip

@@ -1,11 +1,13 @@
 """``tm peaks`` and ``tm doctor`` (trainmeter/cli.py, trainmeter/doctor.py), run in-process
-against the peaks table and fake GPU backends, and once on this machine as it is."""
+against the peaks table and fake GPU backends, and once on this machine as it is; ``tm --device``
+checked before the command runs."""
 
 import importlib.metadata
 import json
 import sys
 
 import pytest
+from conftest import run_tm
 
 from trainmeter import doctor
 from trainmeter.cli import main
@@ -50,6 +52,12 @@ def test_peaks_prints_every_row_with_its_dense_figures_names_and_source(capsys):
     assert lines[a100].split()[7] == "-"  # no FP8 on an A100: no rate, never another card's
     for row in rows:
         assert any(ln.startswith(row["label"] + " ") for ln in lines), row["label"]
+    # an AMD Instinct row: MI300X BF16/FP16 1307.4, TF32 653.7, FP8 2614.9, FP32 163.4 (AMD's
+    # MI300X table), 5.3 TB/s, 750 W; its names are what torch reports on ROCm, not NVML names
+    mi300x = next(i for i, ln in enumerate(lines) if ln.startswith("MI300X "))
+    assert lines[mi300x].split()[1:] == ["datacenter", "1307.4", "1307.4", "653.7", "2614.9",
+                                         "163.4", "5300", "750", "yes"]  # fmt: skip
+    assert lines[mi300x + 1].strip().startswith('ROCm "AMD Instinct MI300X" · Read in AMD')
 
 
 def test_peaks_json_is_the_table_with_short_citations(capsys):
@@ -67,7 +75,8 @@ def test_peaks_resolves_every_nvml_name_in_the_table(capsys, label, name):
     rc, out, _ = _tm(capsys, "peaks", name)
     assert rc == 0
     assert out.splitlines()[2].startswith(label + " ")
-    assert f"why: {name!r} is the NVML name {name!r} listed for {label} (exact match" in out
+    source = "ROCm" if name.startswith("AMD ") else "NVML"
+    assert f"why: {name!r} is the {source} name {name!r} listed for {label} (exact match" in out
     rc, out, _ = _tm(capsys, "peaks", name, "--json")
     got = json.loads(out)
     assert rc == 0 and got["match"]["label"] == label and name in got["match"]["names"]
@@ -103,8 +112,26 @@ def test_peaks_refuses_look_alikes_and_unknown_names(capsys, name):
 
 
 def test_peaks_names_close_names_without_using_them(capsys):
-    _, _, err = _tm(capsys, "peaks", "NVIDIA H100 PCI")
-    assert UNKNOWN in err and "close but not the same: NVIDIA H100 PCIe" in err
+    rc, _, err = _tm(capsys, "peaks", "NVIDIA H100 PCI")
+    assert rc == 1 and UNKNOWN in err and "close but not the same: h100-pcie" in err
+    rc, out, _ = _tm(capsys, "peaks", "h100", "--json")
+    assert rc == 1 and json.loads(out)["close"] == ["h100-nvl", "h100-pcie", "h100-sxm"]
+
+
+@pytest.mark.parametrize(
+    ("name", "label", "why"),
+    [
+        ("H100 SXM", "H100 SXM", "'H100 SXM' reads 'h100-sxm': the label of H100 SXM"),
+        ("h100-sxm", "H100 SXM", "'h100-sxm' reads 'h100-sxm': the label of H100 SXM"),
+        ("a100-80gb", "A100 80GB SXM", "'a100-80gb' reads 'a100-80gb': an alias of A100 80GB SXM"),
+        ("mi300x", "MI300X", "'mi300x' reads 'mi300x': the label of MI300X"),
+        ("AMD MI355X", "MI355X", "'AMD MI355X' reads 'mi355x': the label of MI355X"),
+    ],
+)
+def test_peaks_finds_a_typed_name_as_device_and_plan_do(capsys, name, label, why):
+    rc, out, _ = _tm(capsys, "peaks", name)
+    assert rc == 0 and out.splitlines()[2].startswith(label + " ")
+    assert f"why: {why} (case and punctuation ignored" in out
 
 
 # --- tm doctor ---------------------------------------------------------------------------------
@@ -226,3 +253,30 @@ def test_a_reader_leaving_the_pipe_early_gets_no_traceback():
     out = subprocess.run(f"'{sys.executable}' -m trainmeter.cli peaks | true", shell=True,
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr, out.stderr
+
+
+# --- tm --device -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["h100-sxmm", "h100", "NVIDIA MI300X"])
+def test_an_unknown_device_is_refused_before_anything_runs(capsys, name):
+    rc, out, err = _tm(capsys, "--device", name, "--no-web", "-q", "--", sys.executable, "-c",
+                       "raise SystemExit(7)")  # fmt: skip
+    assert rc == 2 and out == ""  # 7 would mean the command ran
+    assert err.startswith(f"tm: --device: unknown GPU {name!r} (did you mean ")
+    assert "--peak" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_typed_device_runs_and_a_typo_exits_2(tmp_path):
+    ok = run_tm(["--device", "H100 SXM", "--no-web", "-q", "--", sys.executable, "-c", "pass"],
+                tmp_path)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    typo = run_tm(["--device", "H100 SXMM", "--no-web", "-q", "--", sys.executable, "-c",
+                   "pass"], tmp_path)  # fmt: skip
+    assert typo.returncode == 2
+    assert "--device: unknown GPU 'H100 SXMM' (did you mean h100-sxm" in typo.stderr
+    # a declared peak may label a device the table does not know
+    declared = run_tm(["--device", "TPU v5e", "--peak", "197T", "--no-web", "-q", "--",
+                       sys.executable, "-c", "pass"], tmp_path)  # fmt: skip
+    assert declared.returncode == 0, declared.stderr

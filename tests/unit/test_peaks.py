@@ -1,4 +1,4 @@
-"""Dense peaks matched from NVML names.
+"""Dense peaks matched from NVML names (and AMD Instinct rows matched from ROCm names).
 
 Expected values are the datasheets' 2:4-sparse headline figures halved by hand (the comment on
 each case names the document and the headline), or the dense figure where the document prints
@@ -14,7 +14,16 @@ import re
 
 import pytest
 
-from trainmeter.core.peaks import DTYPES, KINDS, match_device, resolve_peak, rows, table
+from trainmeter.core.peaks import (
+    DTYPES,
+    KINDS,
+    VENDORS,
+    find_gpu,
+    match_device,
+    resolve_peak,
+    rows,
+    table,
+)
 
 T = 1e12
 
@@ -360,8 +369,8 @@ def test_every_row_is_cited_and_well_formed():
     for row in table_rows:
         re.compile(row.pattern)
         assert row.names, row.label
-        assert row.kind in KINDS, row.label
-        assert row.citation.startswith(("http", "NVIDIA", "Read in")), row.label
+        assert row.kind in KINDS and row.vendor in VENDORS, row.label
+        assert row.citation.startswith(("http", "NVIDIA", "AMD", "Read in")), row.label
         assert isinstance(row.verified, bool)
         assert set(row.tflops) <= set(DTYPES) and row.tflops, row.label
         assert all(v > 0 for v in row.tflops.values())
@@ -375,17 +384,21 @@ def test_unverified_rows_say_why_in_their_citation():
             assert "not readable" in row.citation or "not read" in row.citation, row.label
 
 
-def test_verified_rows_name_the_nvidia_document_they_were_read_in():
+def test_verified_rows_name_the_vendor_document_they_were_read_in():
     verified = [row for row in rows() if row.verified]
-    assert verified  # the B300 row: every figure read in NVIDIA's Exemplar README
+    # the B300 (NVIDIA's Exemplar README) and the MI300X (AMD's ROCm documentation)
+    assert {row.label for row in verified} == {"B300 (HGX/DGX)", "MI300X"}
     for row in verified:
-        assert "Read in NVIDIA" in row.citation, row.label
+        vendor = {"nvidia": "NVIDIA", "amd": "AMD"}[row.vendor]
+        assert f"Read in {vendor}" in row.citation, row.label
         assert "https://" in row.citation, row.label
 
 
 def test_rows_are_grouped_by_kind_in_a_stable_order():
     kinds = [row.kind for row in rows()]
     assert kinds == sorted(kinds, key=KINDS.index)
+    datacenter = [row.vendor for row in rows() if row.kind == "datacenter"]
+    assert datacenter == sorted(datacenter, key=VENDORS.index)  # AMD Instinct rows close it
     assert rows() == rows()
     assert [row.label for row in rows()][:2] == ["GB300 (per GPU)", "GB200 (per GPU)"]
 
@@ -398,6 +411,7 @@ def test_table_lists_every_row_with_all_a_printer_needs():
         assert set(entry) == {
             "label",
             "kind",
+            "vendor",
             "names",
             "pattern",
             "tflops",
@@ -441,3 +455,85 @@ def test_rows_carry_memory_bandwidth_in_bytes_per_second_and_board_power(name, b
     row = match_device(name)
     assert row.mem_bw == pytest.approx(bytes_per_s)
     assert row.tdp_w == watts
+
+
+# ------------------------------------------------------------------ AMD Instinct rows
+
+
+# Each figure pinned by hand from the AMD document its row cites:
+# - MI300X: AMD's ROCm documentation "AMD Instinct MI300 series microarchitecture"
+#   (docs/conceptual/gpu-arch/mi300.md), table "Peak-performance capabilities of the MI300X":
+#   Matrix FP16/BF16 1307.4, Matrix FP8 2614.9, TF32 653.7, Matrix/Vector FP32 163.4 TFLOPS, no
+#   sparsity; 5.3 TB/s; 750 W from AMD's MLPerf v4.1 system ("MI300X-...-192GB-750W").
+# - MI325X: the MI300X's 304 CUs (ROCm gpu-arch-specs) at the same rates; 6 TB/s, 1,000 W.
+# - MI350X / MI355X: 256 CUs (ROCm GPU specifications) x 4096 BF16 or 8192 FP8 FLOP per clock
+#   per CU x 2.2 / 2.4 GHz: 256 x 4096 x 2.2e9 = 2306.87e12, x 8192 = 4613.73e12, FP32
+#   256 x 256 x 2.2e9 = 144.18e12; 256 x 4096 x 2.4e9 = 2516.58e12, x 8192 = 5033.16e12,
+#   256 x 256 x 2.4e9 = 157.29e12. AMD's MI355X page (as quoted in stas00/ml-engineering)
+#   prints 2.5 PFLOPs BF16 dense, twice that "with structured sparsity"; 8 TB/s; 1,000 W
+#   (MI350X) and 1,400 W (MI355X) as AMD presented them at ISC 2025.
+AMD_ROWS = {
+    # label: (bf16, fp16, tf32, fp8, fp32 TFLOP/s, GB/s, W)
+    "MI300X": (1307.4, 1307.4, 653.7, 2614.9, 163.4, 5300, 750),
+    "MI325X": (1307.4, 1307.4, 653.7, 2614.9, 163.4, 6000, 1000),
+    "MI350X": (2306.9, 2306.9, None, 4613.7, 144.2, 8000, 1000),
+    "MI355X": (2516.6, 2516.6, None, 5033.2, 157.3, 8000, 1400),
+}
+
+
+@pytest.mark.parametrize(("label", "figures"), AMD_ROWS.items(), ids=list(AMD_ROWS))
+def test_amd_instinct_rows_carry_the_dense_datasheet_figures(label, figures):
+    row = find_gpu(label)
+    assert (row.label, row.vendor, row.kind) == (label, "amd", "datacenter")
+    *tflops, gbps, watts = figures
+    assert [row.tflops.get(d) for d in ("bf16", "fp16", "tf32", "fp8", "fp32")] == tflops
+    assert row.mem_bw == pytest.approx(gbps * 1e9) and row.tdp_w == watts
+
+
+@pytest.mark.parametrize(
+    ("label", "cus", "ghz", "bf16_per_cu", "fp8_per_cu"),
+    [
+        ("MI300X", 304, 2.1, 2048, 4096),  # AMD's MI300X table: FLOPS/clock/CU
+        ("MI350X", 256, 2.2, 4096, 8192),
+        ("MI355X", 256, 2.4, 4096, 8192),
+    ],
+)
+def test_amd_rows_are_cus_times_rate_per_cu_times_clock(label, cus, ghz, bf16_per_cu, fp8_per_cu):
+    row = find_gpu(label)
+    assert row.tflops["bf16"] == pytest.approx(cus * bf16_per_cu * ghz / 1e3, abs=0.05)
+    assert row.tflops["fp8"] == pytest.approx(cus * fp8_per_cu * ghz / 1e3, abs=0.05)
+
+
+def test_amd_bf16_is_the_sparse_headline_halved_not_the_headline():
+    # MI355X: "with structured sparsity" FP16 5 PFLOPs and OCP-FP8 10.1 PFLOPs, exactly 2x dense
+    mi355x = find_gpu("MI355X")
+    assert mi355x.tflops["bf16"] == pytest.approx(5000 / 2, rel=0.01)
+    assert mi355x.tflops["fp8"] == pytest.approx(10100 / 2, rel=0.01)
+    # MI300X / MI325X: FP8 5,229.8 with sparsity (a secondary copy of AMD's table) / 2
+    assert find_gpu("MI325X").tflops["fp8"] == pytest.approx(5229.8 / 2, abs=0.05)
+
+
+def test_the_rocm_name_torch_reports_resolves_and_gives_an_mfu_peak():
+    # torch on ROCm: _CudaDeviceProperties(name='AMD Instinct MI300X', ...)
+    peak = resolve_peak("AMD Instinct MI300X", "bf16")
+    assert (peak.flops, peak.device, peak.verified) == (1307.4e12, "MI300X", True)
+    assert resolve_peak("AMD Instinct MI355X", "fp8").flops == pytest.approx(5033.2e12)
+    assert resolve_peak("AMD Instinct MI355X", "tf32") is None  # CDNA4: no TF32 matrix rate
+
+
+def test_every_name_starts_with_its_vendors_word_so_nvml_never_reaches_amd():
+    for row in rows():
+        words = ("NVIDIA ", "Tesla ") if row.vendor == "nvidia" else ("AMD ",)
+        assert all(name.startswith(words) for name in row.names), row.label
+    # NVML can only report NVIDIA names: a made-up "NVIDIA MI300X" is no AMD row, nor the reverse
+    assert match_device("NVIDIA MI300X") is None and resolve_peak("NVIDIA MI300X", "bf16") is None
+    assert match_device("AMD Instinct H100 80GB HBM3") is None
+
+
+def test_a_row_whose_name_lacks_its_vendors_word_is_refused():
+    from trainmeter.core.peaks import _row
+
+    with pytest.raises(ValueError, match="names must start with"):
+        _row("X", ["MI300X"], kind="datacenter", vendor="amd", gbps=1, tdp=1, cite="AMD", bf16=1)
+    with pytest.raises(ValueError, match="names must start with"):
+        _row("X", ["AMD Instinct MI300X"], kind="datacenter", gbps=1, tdp=1, cite="x", bf16=1)

@@ -395,13 +395,16 @@ def test_an_inconsistent_architecture_is_refused(kwargs, message):
         ("rtx-4090", "GeForce RTX 4090"),
         ("nvidia-l40s", "L40S"),
         ("t4", "T4"),
+        ("mi300x", "MI300X"),  # AMD Instinct rows: declared devices and plans (no NVML)
+        ("MI325X", "MI325X"),
+        ("AMD Instinct MI355X", "MI355X"),  # the name torch reports on ROCm
     ],
 )
 def test_friendly_gpu_names_resolve_to_their_row(name, label):
     assert peaks.find_gpu(name).label == label
 
 
-@pytest.mark.parametrize("name", ["h100", "gh200", "a100", "a10g", "mi300x", "", None])
+@pytest.mark.parametrize("name", ["h100", "gh200", "a100", "a10g", "mi300", "mi250x", "", None])
 def test_ambiguous_or_unknown_gpu_names_resolve_to_nothing(name):
     assert peaks.find_gpu(name) is None
 
@@ -421,7 +424,8 @@ def test_close_gpu_names_list_the_variants_of_a_family():
     assert peaks.close_gpu_names("gh200") == ["gh200-96-gb-hbm3", "gh200-96gb",
                                              "gh200-144-gb-hbm3e", "gh200-144gb"]  # fmt: skip
     assert peaks.close_gpu_names("h100sxm")[0] == "h100-sxm"  # look-alikes, closest first
-    assert peaks.close_gpu_names("mi300x") == []
+    assert peaks.close_gpu_names("mi300") == ["mi300x"]
+    assert peaks.close_gpu_names("tpu-v5e") == []
 
 
 # --- plan_run --------------------------------------------------------------------------------
@@ -473,13 +477,24 @@ def test_plan_run_uses_the_live_plan_function_for_every_convention(monkeypatch):
 def test_no_price_no_cost_and_a_declared_peak_on_an_unknown_gpu_has_no_energy():
     assert _llama_plan().cost is None and _llama_plan().price_per_gpu_hour is None
     shape = presets.preset("reference-1b").arch.shape()
-    r = plan.plan_run(shape, 10**9, "mi300x", 2, peak_flops=1307.4e12)
-    assert (r.gpu, r.peak_source, r.board_power_w) == ("mi300x", "declared", None)
+    r = plan.plan_run(shape, 10**9, "gaudi3", 2, peak_flops=1307.4e12)
+    assert (r.gpu, r.peak_source, r.board_power_w) == ("gaudi3", "declared", None)
     assert all(v is None for v in r.energy_kwh.values())
     # 0.40 x 1307.4e12 x 2 = 1.04592e15; / 6,282,473,472 = 166,482.20 tokens/s
     assert r.tokens_per_s["titan"] == pytest.approx(166_482.20, rel=1e-6)
     # a declared peak on a known GPU keeps the table's board power
     assert plan.plan_run(shape, 10**9, "h100-sxm", 1, peak_flops=900e12).board_power_w == 700.0
+    assert plan.plan_run(shape, 10**9, "mi300x", 1, peak_flops=1e15).board_power_w == 750.0
+
+
+def test_plan_run_on_amd_instinct_uses_the_dense_table_peak_and_board_power():
+    shape = presets.preset("reference-1b").arch.shape()
+    r = plan.plan_run(shape, 10**9, "mi355x", 8)
+    # MI355X: 256 CUs x 4096 FLOP/clock x 2.4 GHz = 2516.6 TFLOP/s dense BF16, 1,400 W
+    assert (r.gpu, r.peak_flops, r.peak_source, r.board_power_w) == ("MI355X", 2516.6e12,
+                                                                      "table", 1400.0)  # fmt: skip
+    # 0.40 x 2516.6e12 x 8 = 8.05312e15 FLOP/s; / 6,282,473,472 FLOP/token = 1,281,839.08/s
+    assert r.tokens_per_s["titan"] == pytest.approx(1_281_839.08, rel=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -1,21 +1,25 @@
-"""Dense peak throughput per accelerator, as a cited data table matched from the NVML name.
+"""Dense peak throughput per accelerator, as a cited data table, and the names it is found by.
 
-Datasheets headline the 2:4 structured-sparsity figure (marked "*" in NVIDIA's tables), which is
-exactly twice the dense one. MFU divides by the *dense* peak, so every value below is the dense
-one: the datasheet's starred figure divided by two, or the dense figure where the document prints
-one. GeForce parts run BF16/FP16 with FP32 accumulation at half the FP16-accumulate rate; the
-FP32-accumulate figure (what training uses) is stored, never the non-tensor vector rate. An
-unknown device, or a dtype the card has no rate for, gives no peak (None): never another card's
-figure, never infinity.
+Datasheets headline the 2:4 structured-sparsity figure (marked "*" in NVIDIA's tables, "with
+structured sparsity" in AMD's), which is exactly twice the dense one. MFU divides by the *dense*
+peak, so every value below is the dense one: the datasheet's sparse figure divided by two, or the
+dense figure where the document prints one. GeForce parts run BF16/FP16 with FP32 accumulation
+at half the FP16-accumulate rate; the FP32-accumulate figure (what training uses) is stored,
+never the non-tensor vector rate. An unknown device, or a dtype the card has no rate for, gives
+no peak (None): never another card's figure, never infinity.
 
-``verified`` is True only for a row whose every stored figure was read in NVIDIA's own document
-text in this project's research (the citation names that document); rows marked False were
-checked against secondary sources named in the citation, which says why the primary document
-could not be read. See docs/spec.md "Peaks".
+``verified`` is True only for a row whose every stored figure was read in the vendor's own text
+in this project's research (the citation names it); rows marked False were checked against
+secondary sources named in the citation, which says why the primary document could not be read.
+See docs/spec.md "Peaks".
 
-Device names are the product names the NVIDIA driver reports (``nvmlDeviceGetName``), as listed
+Device names: NVIDIA rows list the product names the driver reports (``nvmlDeviceGetName``), as
 in the "Compatible GPUs" table of NVIDIA's open-gpu-kernel-modules README (read in a copy of that
 table; Volta and the B300 are not in it, their names come from nvidia-smi output in public logs).
+AMD Instinct rows list the name torch reports on ROCm (``torch.cuda.get_device_name``); NVML
+never sees an AMD GPU, so those rows serve a declared ``--device`` and ``tm plan --gpu``. A name
+as a person types it (``--device``, ``tm plan --gpu``, ``tm peaks NAME``) is resolved by
+``find_gpu``: one set of rules, below the table.
 
 Standard library only.
 """
@@ -33,6 +37,18 @@ from typing import Any
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
 
 KINDS = ("datacenter", "workstation", "geforce")
+
+VENDORS = ("nvidia", "amd")
+
+# What a vendor's device names start with (checked when a row is built), and the slugged words a
+# typed name may start with ("NVIDIA H100 SXM", "AMD Instinct MI300X"): stripped only to look
+# among that vendor's rows, so no NVIDIA name can reach an AMD row, nor the reverse.
+_NAME_PREFIX = MappingProxyType({"nvidia": ("NVIDIA ", "Tesla "), "amd": ("AMD ",)})
+_VENDOR_WORDS = MappingProxyType(
+    {"nvidia": ("nvidia-", "tesla-"), "amd": ("amd-instinct-", "amd-", "instinct-")}
+)
+# Where a vendor's device names come from, as ``tm peaks`` says it.
+NAME_SOURCE = MappingProxyType({"nvidia": "NVML", "amd": "ROCm"})
 
 _DTYPE_ALIASES = {
     "bf16": "bf16",
@@ -70,9 +86,11 @@ class DeviceRow:
         mem_bw: peak memory bandwidth in bytes/s.
         tdp_w: board power (TDP / max power) in W, for planning energy.
         citation: the datasheet (title, URL and table) and, where it was not read, what was.
-        verified: True when every figure of the row was read in NVIDIA's own document text.
-        names: the NVML device names this row stands for (what ``nvidia-smi`` prints).
+        verified: True when every figure of the row was read in the vendor's own document text.
+        names: the device names this row stands for: NVML names (what ``nvidia-smi`` prints)
+            for NVIDIA, the name torch reports on ROCm for AMD.
         kind: "datacenter", "workstation" or "geforce" (a name in KINDS).
+        vendor: "nvidia" or "amd" (a name in VENDORS).
     """
 
     label: str
@@ -84,6 +102,7 @@ class DeviceRow:
     verified: bool
     names: tuple[str, ...] = ()
     kind: str = "datacenter"
+    vendor: str = "nvidia"
 
     def peak_flops(self, dtype: str) -> float | None:
         """Dense peak in FLOP/s for ``dtype`` (a name in DTYPES), or None if the card lacks it."""
@@ -91,18 +110,20 @@ class DeviceRow:
         return None if tflops is None else tflops * _TERA
 
     def matches(self, name: str) -> bool:
-        """Whether ``name`` (an NVML device name) is this part."""
+        """Whether ``name`` (a device name as the driver reports it) is this part."""
         return re.fullmatch(self.pattern, _clean(name), flags=re.IGNORECASE) is not None
 
     def as_dict(self) -> dict[str, Any]:
         """The row as plain data for a printer (``tm peaks``) or JSON.
 
-        Keys: label, kind, names (list), pattern, tflops ({dtype: dense TFLOP/s or None} for
-        every dtype in DTYPES, in that order), mem_bw (bytes/s), tdp_w (W), verified, citation.
+        Keys: label, kind, vendor, names (list), pattern, tflops ({dtype: dense TFLOP/s or None}
+        for every dtype in DTYPES, in that order), mem_bw (bytes/s), tdp_w (W), verified,
+        citation.
         """
         return {
             "label": self.label,
             "kind": self.kind,
+            "vendor": self.vendor,
             "names": list(self.names),
             "pattern": self.pattern,
             "tflops": {d: self.tflops.get(d) for d in DTYPES},
@@ -134,17 +155,27 @@ class ResolvedPeak:
     verified: bool | None = None
 
 
-def _row(label, names, *, kind, gbps, tdp, cite, verified=False, **tflops) -> DeviceRow:
-    """Build a row from datasheet units: TFLOP/s per dtype keyword, GB/s, W."""
+def _row(
+    label, names, *, kind, gbps, tdp, cite, verified=False, vendor="nvidia", **tflops
+) -> DeviceRow:
+    """Build a row from datasheet units: TFLOP/s per dtype keyword, GB/s, W.
+
+    Raises ValueError for an unknown dtype, kind or vendor, or a device name that does not start
+    with its vendor's word ("NVIDIA ", "Tesla ", "AMD "): that keeps the vendors apart.
+    """
     unknown = set(tflops) - set(DTYPES)
     if unknown:
         raise ValueError(f"unknown dtype keys {sorted(unknown)} in peak row {label!r}")
-    if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r} in peak row {label!r}")
+    if kind not in KINDS or vendor not in VENDORS:
+        raise ValueError(f"unknown kind {kind!r} or vendor {vendor!r} in peak row {label!r}")
     names = tuple(names)
+    if not names or not all(n.startswith(_NAME_PREFIX[vendor]) for n in names):
+        raise ValueError(f"peak row {label!r}: names must start with {_NAME_PREFIX[vendor]}")
     pattern = "|".join(re.escape(n) for n in names)
     rates = MappingProxyType({k: float(v) for k, v in tflops.items() if v is not None})
-    return DeviceRow(label, pattern, rates, gbps * _GIGA, float(tdp), cite, verified, names, kind)
+    return DeviceRow(
+        label, pattern, rates, gbps * _GIGA, float(tdp), cite, verified, names, kind, vendor
+    )
 
 
 def _tesla(*names: str) -> tuple[str, ...]:
@@ -180,7 +211,31 @@ _BLACKWELL_DS = (
     "NVIDIA Blackwell datasheet, https://nvdam.widen.net/s/wwnsxrhm2w/blackwell-datasheet-3384703"
 )
 
-# Grouped by kind (datacenter, workstation, GeForce), newest first. Patterns are anchored
+
+def _amd_page(model: str, series: str) -> str:
+    """The title and URL of AMD's product page for one Instinct GPU ("MI300X", "mi300")."""
+    return (f"AMD Instinct {model} product page, https://www.amd.com/en/products/accelerators/"
+            f"instinct/{series}/{model.lower()}.html")  # fmt: skip
+
+
+_ROCM_MI300 = (
+    '"AMD Instinct MI300 series microarchitecture", https://github.com/ROCm/ROCm/blob/'
+    "e396b4898f459db094bfd60b876f419f77eb9f09/docs/conceptual/gpu-arch/mi300.md"
+)
+_ROCM_SPECS = (
+    '"Accelerator and GPU hardware specifications", https://github.com/ROCm/ROCm/blob/'
+    "e396b4898f459db094bfd60b876f419f77eb9f09/docs/reference/gpu-arch-specs.rst"
+)
+_CDNA4 = (
+    "CDNA4 arithmetic: 256 CUs (AMD's ROCm GPU specifications, https://rocm.docs.amd.com/en/"
+    "latest/reference/gpu-specs.html, read) x 4096 BF16 or 8192 FP8 FLOP per clock per CU "
+    "(twice CDNA3's 2048 and 4096 in AMD's MI300X table; AMD at ISSCC 2026 as reported by "
+    "world-today-news.com: FP8 4,096 -> 8,192 per CU per clock); no TF32 matrix rate on CDNA4 "
+    "(AMD's ROCm Compute Profiler docs: TF32 GEMM unsupported)"
+)
+
+# Grouped by kind (datacenter, workstation, GeForce), newest first; AMD Instinct rows close the
+# datacenter group. Patterns are anchored
 # (fullmatch) literals, so the order never decides a match: "NVIDIA L40S" can never be taken for
 # the L40 or the L4, "NVIDIA H200 NVL" for the H200 SXM, "NVIDIA GH200 480GB" for an H200, a MIG
 # slice ("... MIG 1g.5gb") for the whole GPU, nor "NVIDIA GeForce RTX 4090 D" for the 4090.
@@ -463,6 +518,52 @@ _ROWS: tuple[DeviceRow, ...] = (
         f"TFLOPS, FP32 14, 900 GB/s, 250 W); {_NOT_READ}; cross-checked: Lightning "
         "throughput.py _CUDA_FLOPS (v100-pcie 112e12).",
     ),
+    # ---------------------------------------------------------------- datacenter: AMD Instinct
+    # Figures: CUs x FLOP per clock per CU x peak engine clock, as AMD's own MI300X table is
+    # built (304 x 2048 x 2.1 GHz = 1307.4 BF16); AMD's product pages print the same figures
+    # rounded ("2.5 PFLOPs") beside "with structured sparsity" ones at exactly twice.
+    _row(
+        "MI355X", ["AMD Instinct MI355X"], kind="datacenter", vendor="amd",
+        bf16=2516.6, fp16=2516.6, fp8=5033.2, fp32=157.3, gbps=8000, tdp=1400,
+        cite=f"{_amd_page('MI355X', 'mi350')}; {_NOT_READ}; read as quoted in stas00/"
+        "ml-engineering (BF16 matrix 2.5 PFLOPS dense; FP16 matrix 5 and OCP-FP8 10.1 PFLOPS "
+        f"with structured sparsity, exactly 2x dense; FP32 157.3). Stored: {_CDNA4} at the "
+        "MI355X's 2.4 GHz peak engine clock (AMD at Hot Chips 2025, as reported by pudn.club): "
+        "256 x 4096 x 2.4 GHz = 2516.6 BF16/FP16, 256 x 8192 x 2.4 = 5033.2 FP8, 256 x 256 x "
+        "2.4 = 157.3 FP32; 8 TB/s and 1,400 W as AMD presented it at ISC 2025 (tomshardware."
+        "com). No TF32. ROCm name assumed from the MI300X's.",
+    ),
+    _row(
+        "MI350X", ["AMD Instinct MI350X"], kind="datacenter", vendor="amd",
+        bf16=2306.9, fp16=2306.9, fp8=4613.7, fp32=144.2, gbps=8000, tdp=1000,
+        cite=f"{_amd_page('MI350X', 'mi350')}; {_NOT_READ}. Stored: {_CDNA4} at the "
+        "MI350X's 2.2 GHz peak engine clock (stas00/ml-engineering: the MI355X silicon at 2200 "
+        "MHz and 1,000 W, FP32 144.2): 256 x 4096 x 2.2 GHz = 2306.9 BF16/FP16, 256 x 8192 x "
+        "2.2 = 4613.7 FP8, 256 x 256 x 2.2 = 144.2 FP32; 8 TB/s and 1,000 W as AMD presented "
+        "it at ISC 2025 (tomshardware.com). No TF32. ROCm name assumed from the MI300X's.",
+    ),
+    _row(
+        "MI325X", ["AMD Instinct MI325X"], kind="datacenter", vendor="amd",
+        bf16=1307.4, fp16=1307.4, tf32=653.7, fp8=2614.9, fp32=163.4, gbps=6000, tdp=1000,
+        cite=f"{_amd_page('MI325X', 'mi300')}; {_NOT_READ}. Read in AMD's ROCm "
+        f"documentation, {_ROCM_SPECS}: the MI325X is CDNA3 gfx942 with the MI300X's 304 CUs "
+        "(38 per XCD), so the MI300X row's per-CU rates; cross-checked: svethardware.cz (same "
+        "2,100 MHz clock, 6 TB/s, TBP 1,000 W), awesomeagents.ai MI325X specifications (BF16 "
+        "1,307.4, FP8 2,614.9 dense and 5,229.8 with sparsity, TF32 653.7, FP32 163.4, 6 TB/s, "
+        "1,000 W), stas00/ml-engineering (MI325X: same compute as MI300X). ROCm name assumed.",
+    ),
+    _row(
+        "MI300X", ["AMD Instinct MI300X"], kind="datacenter", vendor="amd", verified=True,
+        bf16=1307.4, fp16=1307.4, tf32=653.7, fp8=2614.9, fp32=163.4, gbps=5300, tdp=750,
+        cite=f"Read in AMD's ROCm documentation, {_ROCM_MI300} (table \"Peak-performance "
+        "capabilities of the MI300X\", no sparsity: Matrix FP16 and BF16 2048 FLOPS/clock/CU, "
+        "1307.4 TFLOPS; Matrix FP8 4096, 2614.9; TF32 1024, 653.7; Matrix and Vector FP32 256, "
+        "163.4; peak memory bandwidth 5.3 TB/s) and in AMD's MLPerf Inference v4.1 system "
+        "description, https://github.com/mlcommons/inference_results_v4.1/blob/main/closed/AMD"
+        "/systems/8xMI300X_2xEPYC-9374F.json (accelerator \"AMD Instinct MI300X-NPS1-SPX-"
+        f"192GB-750W\": 750 W). Not read: {_amd_page('MI300X', 'mi300')}. ROCm name: "
+        "torch reports \"AMD Instinct MI300X\" (ROCm/ROCm issue 4203).",
+    ),
     # ---------------------------------------------------------------- workstation
     _row(
         "RTX PRO 6000 Blackwell Workstation",
@@ -576,8 +677,9 @@ _ROWS: tuple[DeviceRow, ...] = (
 def rows() -> tuple[DeviceRow, ...]:
     """Every row of the peak table in its stable order (for ``tm peaks`` and ``tm doctor``).
 
-    Order: datacenter, then workstation, then GeForce parts, newest first within each. Patterns
-    are anchored literals, so the order never changes which row a name matches.
+    Order: datacenter (NVIDIA, then AMD Instinct), then workstation, then GeForce parts, newest
+    first within each. Patterns are anchored literals, so the order never changes which row a
+    name matches.
     """
     return _ROWS
 
@@ -585,8 +687,9 @@ def rows() -> tuple[DeviceRow, ...]:
 def table() -> tuple[dict[str, Any], ...]:
     """The peak table as plain data, one dict per row, in the order of ``rows()``.
 
-    Each dict has label, kind, names, pattern, tflops ({dtype: dense TFLOP/s or None} for every
-    dtype in DTYPES), mem_bw (bytes/s), tdp_w (W), verified and citation: all a printer needs.
+    Each dict has label, kind, vendor, names, pattern, tflops ({dtype: dense TFLOP/s or None}
+    for every dtype in DTYPES), mem_bw (bytes/s), tdp_w (W), verified and citation: all a
+    printer needs.
     """
     return tuple(row.as_dict() for row in _ROWS)
 
@@ -607,14 +710,16 @@ def normalize_dtype(name: str | None) -> str | None:
 
 
 def match_device(name: str | None) -> DeviceRow | None:
-    """The table row for an NVML device name, or None.
+    """The table row whose listed device name ``name`` is, or None.
 
-    Input: the name as ``nvmlDeviceGetName`` returns it ("NVIDIA H100 80GB HBM3").
+    Input: a name as the driver reports it: NVML's ``nvmlDeviceGetName`` ("NVIDIA H100 80GB
+    HBM3"), or torch's device name on ROCm ("AMD Instinct MI300X").
     Rule: the row whose anchored pattern matches the whole name, case-insensitively, after
     collapsing runs of whitespace (first in table order; no two rows share a name). No substring
     matching: look-alikes ("NVIDIA L40S" vs L40 vs L4, "NVIDIA H200 NVL" vs H200, "NVIDIA GH200
     480GB" vs H200, "NVIDIA A10G" vs A10, "NVIDIA GeForce RTX 4090 D" vs 4090, a MIG slice
-    "... MIG 1g.5gb" vs its GPU) resolve to their own row or to None.
+    "... MIG 1g.5gb" vs its GPU) resolve to their own row or to None. Every listed name starts
+    with its vendor's word ("NVIDIA", "Tesla", "AMD"), so an NVML name never matches an AMD row.
     Raises: nothing; None, "", "cpu" or any unknown name gives None.
     """
     if not isinstance(name, str) or not name.strip():
@@ -625,8 +730,8 @@ def match_device(name: str | None) -> DeviceRow | None:
     return None
 
 
-# Short names a person types for a GPU (``tm plan --gpu``) that the rules of ``gpu_short_names``
-# do not derive from a row's label. Each names exactly one row by its label.
+# Short names a person types for a GPU that the rules of ``_derived_names`` do not give. Each
+# names exactly one row by its label.
 _GPU_ALIASES: Mapping[str, str] = MappingProxyType(
     {
         # NVML "NVIDIA H200" and "NVIDIA H800" are the SXM boards (their rows' citations).
@@ -644,75 +749,168 @@ _GPU_ALIASES: Mapping[str, str] = MappingProxyType(
     }
 )
 
+_SHORT, _DEVICE = "short", "device"  # what a name of the index was derived from
 
-def _slug(text: str) -> str:
+
+def slug(text: str) -> str:
+    """``text`` compared as a GPU name: lower case, each run of characters other than a-z and 0-9
+    made one "-", none at the ends ("H100 SXM", "h100_sxm" -> "h100-sxm")."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def _short_names() -> Mapping[str, DeviceRow]:
-    by_label = {row.label: row for row in _ROWS}
-    names: dict[str, DeviceRow] = {}
-    bare: dict[str, list[DeviceRow]] = {}
+def _vendorless(key: str, vendor: str) -> str | None:
+    """``key`` without the vendor's leading word ("nvidia-h100-sxm" -> "h100-sxm"), or None."""
+    for word in _VENDOR_WORDS[vendor]:
+        if key.startswith(word) and len(key) > len(word):
+            return key[len(word) :]
+    return None
+
+
+def _derived_names(row: DeviceRow):
+    """(slug, kind, how) for every name the rules derive from one row; see ``find_gpu``."""
+    label = slug(row.label)
+    yield label, _SHORT, "the label"
+    yield slug(re.sub(r"\(.*?\)", " ", row.label)), _SHORT, "the label without its parentheses"
+    if row.kind == "geforce":
+        yield label.removeprefix("geforce-"), _SHORT, "the label without GeForce"
+    source = NAME_SOURCE[row.vendor]
+    for name in row.names:
+        yield slug(name), _DEVICE, f"the {source} name {name!r}"
+        bare = _vendorless(slug(name), row.vendor)
+        if bare:
+            yield bare, _DEVICE, f"the {source} name {name!r} without the vendor's word"
+
+
+def _name_index() -> Mapping[str, tuple[DeviceRow, str, str]]:
+    """{slug: (row, kind, how)}: a derived name claimed by two rows names neither (ambiguous)."""
+    claims: dict[str, dict[str, tuple[DeviceRow, str, str]]] = {}
     for row in _ROWS:
-        names[_slug(row.label)] = row
-        bare.setdefault(_slug(re.sub(r"\(.*?\)", " ", row.label)), []).append(row)
-        if row.kind == "geforce":
-            names[_slug(row.label).removeprefix("geforce-")] = row
-    for name, found in bare.items():
-        if len(found) == 1:
-            names.setdefault(name, found[0])
-    for name, label in _GPU_ALIASES.items():
-        names[name] = by_label[label]
-    return MappingProxyType(names)
+        for key, kind, how in _derived_names(row):
+            claims.setdefault(key, {}).setdefault(row.label, (row, kind, how))
+    index = {key: next(iter(c.values())) for key, c in claims.items() if len(c) == 1}
+    by_label = {row.label: row for row in _ROWS}
+    for alias, label in _GPU_ALIASES.items():
+        if set(claims.get(alias, {label: None})) != {label}:
+            raise ValueError(f"GPU alias {alias!r} is also a name of {sorted(claims[alias])}")
+        index.setdefault(alias, (by_label[label], _SHORT, "an alias"))
+    return MappingProxyType(index)
 
 
-_SHORT_NAMES = _short_names()
+_NAMES = _name_index()
+
+
+def _lookup(name: str) -> tuple[DeviceRow, str, str] | None:
+    """(row, the slug found, how it names the row) for a typed name, or None; see find_gpu."""
+    key = slug(name)
+    if key in _NAMES:
+        return _NAMES[key][0], key, _NAMES[key][2]
+    for vendor in VENDORS:
+        bare = _vendorless(key, vendor)
+        found = _NAMES.get(bare) if bare else None
+        if found is not None and found[0].vendor == vendor:
+            return found[0], bare, found[2]
+    return None
+
+
+def find_gpu(name: str | None) -> DeviceRow | None:
+    """The table row for a GPU as a person names it, or None: the one rule for typed names.
+
+    Used by ``--device`` (``tm``, ``%%trainmeter``), ``tm plan --gpu``, ``tm peaks NAME`` and
+    ``resolve_peak`` (so the engine). Input, in this order:
+    1. a listed device name, matched as ``match_device`` does ("NVIDIA H100 80GB HBM3", "AMD
+       Instinct MI300X");
+    2. otherwise compared after ``slug`` (case and punctuation ignored) with the names derived
+       from the table: each row's label ("H100 SXM" -> h100-sxm, "MI300X" -> mi300x); its label
+       without a parenthesised part ("B200 (HGX)" -> b200); a GeForce label without "geforce"
+       (rtx-4090); each listed device name and that name without its vendor's word
+       (a100-sxm4-80gb, h200); the aliases of ``_GPU_ALIASES`` (a100-80gb, gh200-96gb). A name
+       two rows derive ("gh200") names neither. A leading vendor word ("NVIDIA H100 SXM", "AMD
+       MI300X") is ignored, and then only that vendor's rows are searched: "NVIDIA MI300X" and
+       "AMD H100 SXM" are unknown.
+    Returns None for an unknown or ambiguous name ("h100": SXM, PCIe or NVL? "gh200", "a10g",
+    "mi300"), None or "": never a guessed row, never a substring. Raises: nothing.
+    """
+    found = match_gpu(name)
+    return None if found is None else found[0]
+
+
+def match_gpu(name: str | None) -> tuple[DeviceRow, str] | None:
+    """``find_gpu``'s row and one sentence saying which rule matched (for ``tm peaks NAME``).
+
+    Returns ``(row, why)``, or None where ``find_gpu`` gives None. Raises: nothing.
+    """
+    row = match_device(name)
+    if row is not None:
+        asked = _clean(name).lower()
+        listed = next((n for n in row.names if n.lower() == asked), row.names[0])
+        return row, (f"{name!r} is the {NAME_SOURCE[row.vendor]} name {listed!r} listed for "
+                     f"{row.label} (exact match; case and repeated spaces ignored, never a "
+                     "substring)")  # fmt: skip
+    found = _lookup(name) if isinstance(name, str) else None
+    if found is None:
+        return None
+    row, key, how = found
+    return row, (f"{name!r} reads {key!r}: {how} of {row.label} (case and punctuation "
+                 "ignored, never a substring)")  # fmt: skip
 
 
 def gpu_short_names() -> dict[str, str]:
-    """Every short GPU name ``find_gpu`` accepts, with the row label it stands for.
+    """The short GPU names ``find_gpu`` accepts, with the row label each stands for.
 
-    Rules (input is compared after ``slug``: lower case, each run of other characters than
-    a-z and 0-9 made one "-", so "H100 SXM", "h100_sxm" and "h100-sxm" are the same):
-    the row's label ("H100 SXM" -> "h100-sxm", "A100 80GB PCIe" -> "a100-80gb-pcie"); the
-    label without its parenthesised part when no other row shares it ("B200 (HGX)" -> "b200";
-    not "gh200", which two rows share); a GeForce label without "geforce-" ("rtx-4090"); and
-    the aliases of ``_GPU_ALIASES`` ("h200" -> H200 SXM, "a100-80gb" -> A100 80GB SXM, ...).
-    Returns: ``{short name: row label}`` in table order of the rows. Source: this table.
+    Short names are the label-derived ones and the aliases (rule 2 of ``find_gpu``: "h100-sxm",
+    "b200", "rtx-4090", "mi300x", "a100-80gb"); the slugs of listed device names are accepted
+    too but not listed here. Returns: ``{short name: row label}`` in table order of the rows.
+    Source: this table.
     """
     order = {row.label: i for i, row in enumerate(_ROWS)}
-    pairs = sorted(_SHORT_NAMES.items(), key=lambda kv: (order[kv[1].label], kv[0]))
+    short = {k: v[0] for k, v in _NAMES.items() if v[1] == _SHORT or k in _GPU_ALIASES}
+    pairs = sorted(short.items(), key=lambda kv: (order[kv[1].label], kv[0]))
     return {name: row.label for name, row in pairs}
 
 
 def close_gpu_names(name: str, n: int = 3) -> list[str]:
     """Short names (``gpu_short_names``) a person may have meant by an unknown ``name``.
 
-    Rule: the short names that extend it by a suffix ("h100" -> "h100-sxm", "h100-pcie",
-    "h100-nvl"; "gh200" -> "gh200-96gb", ...), all of them; else up to ``n`` look-alikes by
-    ``difflib.get_close_matches`` (cutoff 0.75). For an error message only: never used as a match.
+    Rule, after ``slug`` and dropping a leading vendor word: the short names that extend it by a
+    suffix ("h100" -> "h100-sxm", "h100-pcie", "h100-nvl"; "gh200" -> "gh200-96gb", ...), all
+    of them; else up to ``n`` look-alikes by ``difflib.get_close_matches`` (cutoff 0.75). For an
+    error message only: never used as a match.
     """
-    key = _slug(name).removeprefix("nvidia-") if isinstance(name, str) else ""
+    key = slug(name) if isinstance(name, str) else ""
+    key = next((b for v in VENDORS if (b := _vendorless(key, v))), key)
     if not key:
         return []
-    extending = [s for s in gpu_short_names() if s.startswith(key + "-")]
-    return extending or difflib.get_close_matches(key, list(_SHORT_NAMES), n=n, cutoff=0.75)
+    short = list(gpu_short_names())
+    extending = [s for s in short if s.startswith(key + "-")]
+    return extending or difflib.get_close_matches(key, short, n=n, cutoff=0.75)
 
 
-def find_gpu(name: str | None) -> DeviceRow | None:
-    """The table row for a GPU as a person names it: NVML name, row label or short name.
+class UnknownGPUError(ValueError):
+    """A typed GPU name the table does not know (``check_gpu``); the message names close ones."""
 
-    Input: "NVIDIA H100 80GB HBM3" (an NVML name, matched as ``match_device`` does), "H100 SXM"
-    (a row label, any case), or a short name of ``gpu_short_names`` ("h100-sxm", "a100-80gb",
-    "h200", "b200", "rtx-4090"; a leading "nvidia" is ignored).
-    Returns None for an unknown or ambiguous name ("h100": SXM, PCIe or NVL? "gh200"; "a10g"):
-    never a guessed row. Raises: nothing.
+
+def unknown_gpu(name: str) -> str:
+    """The one line for an unknown GPU name: the close short names, ``tm peaks`` and --peak."""
+    close = close_gpu_names(name)
+    which = f" (did you mean {', '.join(close)}?)" if close else ""
+    return (f"unknown GPU {name!r}{which}: not in the peaks table (tm peaks lists it); "
+            "pass --peak with its dense FLOP/s (989.5T)")  # fmt: skip
+
+
+def check_gpu(name: str | None, declared_flops: float | None = None) -> DeviceRow | None:
+    """A typed GPU name (``--device``, ``tm plan --gpu``) checked before anything runs.
+
+    Returns the row ``find_gpu`` gives; None when ``name`` is None or "", or when it is unknown
+    but a peak is declared (``--peak``: the name then only labels that peak).
+    Raises: UnknownGPUError (a ValueError, message ``unknown_gpu``) for an unknown or ambiguous
+    name without a declared peak, which would otherwise silently give no peak and no MFU.
     """
-    row = match_device(name)
-    if row is not None or not isinstance(name, str):
-        return row
-    key = _slug(name)
-    return _SHORT_NAMES.get(key) or _SHORT_NAMES.get(key.removeprefix("nvidia-"))
+    if not name:
+        return None
+    row = find_gpu(name)
+    if row is None and declared_flops is None:
+        raise UnknownGPUError(unknown_gpu(name))
+    return row
 
 
 def resolve_peak(
@@ -720,11 +918,13 @@ def resolve_peak(
 ) -> ResolvedPeak | None:
     """The dense peak (FLOP/s, one device) that MFU divides by, or None for "no MFU".
 
-    Inputs: ``device``, an NVML name ("cpu" or None when there is no accelerator); ``dtype``, the
+    Inputs: ``device``, a GPU name in any form ``find_gpu`` takes (the NVML name, torch's name on
+    ROCm, or a typed ``--device``: "H100 SXM", "h100-sxm"; "cpu" or None when there is no
+    accelerator); ``dtype``, the
     run's compute dtype (a DTYPES name or an alias such as "torch.bfloat16"); ``declared_flops``,
     a peak in FLOP/s typed by the user (``--peak``).
     Rule: a declared peak always wins and is labelled ``source="declared"``; otherwise the table
-    row matched by ``match_device`` gives its dense rate for the dtype (``source="table"``).
+    row ``find_gpu`` gives has its dense rate for the dtype (``source="table"``).
     Returns None for an unknown device, a missing or unknown dtype, or a dtype the card has no
     rate for (FP8 on an A100, BF16 on a T4): never another card's value, never infinity.
     Raises: ValueError when ``declared_flops`` is not a finite number > 0.
@@ -733,7 +933,7 @@ def resolve_peak(
     if declared_flops is not None:
         return _declared(device, dtype, declared_flops)
     name = normalize_dtype(dtype)
-    row = match_device(device)
+    row = find_gpu(device)
     if name is None or row is None:
         return None
     flops = row.peak_flops(name)
@@ -755,14 +955,21 @@ def _declared(device: str | None, dtype: str | None, declared_flops: float) -> R
 __all__ = [
     "DTYPES",
     "KINDS",
+    "NAME_SOURCE",
+    "VENDORS",
     "DeviceRow",
     "ResolvedPeak",
+    "UnknownGPUError",
+    "check_gpu",
     "close_gpu_names",
     "find_gpu",
     "gpu_short_names",
     "match_device",
+    "match_gpu",
     "normalize_dtype",
     "resolve_peak",
     "rows",
+    "slug",
     "table",
+    "unknown_gpu",
 ]

@@ -30,7 +30,8 @@ class TrainmeterMagics(Magics):
     @argument("--budget-flops", help="training FLOPs budget for progress and ETA, e.g. 1e18")
     @argument("--convention", choices=flops.CONVENTIONS, help="FLOPs convention shown first")
     @argument("--peak", help="declared dense peak per device, e.g. 312T (FLOP/s)")
-    @argument("--device", help="device name to look up in the peaks table")
+    @argument("--device", help='GPU for the peak: NVML name, row label or short name ("H100 '
+              'SXM", h100-sxm, mi300x; tm peaks lists them)')  # fmt: skip
     @argument("--dtype", help="the run's dtype for the peak: bf16, fp16, tf32, fp8, fp32 "
               "(default: what the agent sees)")  # fmt: skip
     @argument("--no-widget", action="store_true", help="no live widget, summary line only")
@@ -132,17 +133,34 @@ def _opts(args) -> dict:
     from IPython.core.error import UsageError
 
     try:
+        peak = parse_flops(args.peak) if args.peak else None
         return {
             "budget_tokens": parse_count(args.budget_tokens, positive=True)
             if args.budget_tokens else None,
             "budget_flops": parse_flops_budget(args.budget_flops) if args.budget_flops else None,
             "convention": args.convention,
-            "peak_flops": parse_flops(args.peak) if args.peak else None,
-            "device": args.device,
+            "peak_flops": peak,
+            "device": _device(args.device, peak),
             "dtype": _dtype(args.dtype) if args.dtype else None,
         }  # fmt: skip
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _device(name: str | None, peak_flops: float | None) -> str | None:
+    """``--device`` as ``tm`` reads it (``peaks.check_gpu``): an unknown name without ``--peak``
+    is a ValueError naming the close names (shown as a UsageError), not a run without a peak.
+
+    IPython's argument splitter keeps quotes (``--device "H100 SXM"`` gives ``'"H100 SXM"'``):
+    one pair around the whole name is dropped, as a shell would.
+    """
+    if name and len(name) > 1 and name[0] == name[-1] and name[0] in "\"'":
+        name = name[1:-1]
+    try:
+        peaks.check_gpu(name, peak_flops)
+    except peaks.UnknownGPUError as exc:
+        raise ValueError(f"--device: {exc}") from None
+    return name
 
 
 def _dtype(text: str) -> str:
