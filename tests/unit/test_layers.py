@@ -39,9 +39,11 @@ def test_core_imports_only_the_standard_library_and_itself(path):
 
 
 @pytest.mark.parametrize("path", _files("agent"), ids=lambda p: p.name)
-def test_agent_imports_only_stdlib_core_records_catalog_and_itself(path):
-    # records (the wire schema) and catalog (series names to roles): both pure, stdlib only
-    allowed = ("trainmeter.agent", "trainmeter.core.records", "trainmeter.core.catalog")
+def test_agent_imports_only_stdlib_core_records_catalog_hfconfig_and_itself(path):
+    # records (the wire schema), catalog (series names to roles) and hfconfig (config field
+    # names): all pure, stdlib only, importing nothing else of ours
+    allowed = ("trainmeter.agent", "trainmeter.core.records", "trainmeter.core.catalog",
+               "trainmeter.core.hfconfig")  # fmt: skip
     for mod, top in _imports(path):
         root = mod.split(".")[0]
         ok = root in STDLIB or mod.startswith(allowed)

@@ -4,8 +4,10 @@ Runs once per run, after the first optimizer step, never on the hot path. It rea
 Python metadata (``numel``, module attributes, the config object): no tensor values, so no
 device synchronization (invariant 8). The result feeds ``core.flops.ModelShape``.
 
-Shape fields come from the model's ``config`` when it has one (Hugging Face and nanoGPT
-spellings), else are inferred from the modules; docs/spec.md "Model shape" lists the rules.
+Shape fields come from the model's ``config`` when it has one (read by
+``core.hfconfig.read``: each Hugging Face model type's own keys and null defaults, else the
+generic spellings, nanoGPT's among them), else are inferred from the modules (``nn.Linear``
+and Hugging Face's ``Conv1D``); docs/spec.md "Model shape" lists the rules.
 """
 
 from __future__ import annotations
@@ -13,18 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-_CONFIG_KEYS = {
-    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
-    "width": ("hidden_size", "n_embd", "d_model", "dim"),
-    "heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
-    "kv_heads": ("num_key_value_heads", "n_kv_head", "n_kv_heads", "num_kv_heads"),
-    "head_dim": ("head_dim",),
-    "ffn": ("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"),
-    "vocab": ("vocab_size", "n_vocab"),
-    "context": ("max_position_embeddings", "block_size", "n_positions", "max_seq_len"),
-}
-_GATED_ACTS = ("silu", "swiglu", "swish", "geglu")
-
+from trainmeter.core.hfconfig import read as read_config
 
 # Wrappers that hold the user's model in an attribute and add no parameters of their own:
 # DistributedDataParallel and DataParallel (``module``), torch.compile's OptimizedModule
@@ -62,18 +53,20 @@ def describe(torch, model, seq_len: int | None) -> dict[str, Any]:
     model = unwrap(model)
     params = {id(p): p for p in model.parameters()}  # tied weights counted once
     embeddings = [m for m in model.modules() if isinstance(m, nn.Embedding)]
-    cfg = _from_config(getattr(model, "config", None))
+    config = read_config(getattr(model, "config", None))
+    cfg = config.values
     vocab = cfg.get("vocab")
     token_emb = _token_embedding(embeddings, vocab)
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     tied = token_emb is not None and any(lin.weight is token_emb.weight for lin in linears)
     width = cfg.get("width") or (token_emb.embedding_dim if token_emb is not None else None)
+    layers = cfg.get("layers") or _longest_module_list(model, nn)
     out: dict[str, Any] = {
         "name": type(model).__name__,
         "params": sum(p.numel() for p in params.values()),
         "embedding_params": sum(m.weight.numel() for m in {id(e): e for e in embeddings}.values()),
         "token_embedding_params": token_emb.weight.numel() if token_emb is not None else 0,
-        "layers": cfg.get("layers") or _longest_module_list(model, nn),
+        "layers": layers,
         "width": width,
         "heads": cfg.get("heads") or _heads(model),
         "kv_heads": cfg.get("kv_heads"),
@@ -83,26 +76,11 @@ def describe(torch, model, seq_len: int | None) -> dict[str, Any]:
         "context": cfg.get("context"),
         "tied_embeddings": tied,
     }
-    ffn, gated = _mlp(linears, width, out["vocab"], out["layers"])
+    blocks = _block_list(model, nn, layers)
+    scope = blocks.modules() if blocks is not None else model.modules()
+    ffn, gated = _mlp(_projections(scope, nn), width, out["vocab"], layers, blocks is None)
     out["ffn"] = cfg.get("ffn") or ffn
-    out["gated_mlp"] = cfg.get("gated", gated)
-    return out
-
-
-def _from_config(config: Any) -> dict[str, Any]:
-    if config is None:
-        return {}
-    get = config.get if isinstance(config, dict) else lambda k: getattr(config, k, None)
-    out: dict[str, Any] = {}
-    for field, keys in _CONFIG_KEYS.items():
-        for key in keys:
-            value = get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                out[field] = value
-                break
-    act = get("hidden_act") or get("activation_function") or get("mlp_type")
-    if isinstance(act, str):
-        out["gated"] = any(g in act.lower() for g in _GATED_ACTS)
+    out["gated_mlp"] = config.gated if config.gated is not None else gated
     return out
 
 
@@ -122,6 +100,15 @@ def _longest_module_list(model, nn) -> int | None:
     return max(lengths) if lengths else None
 
 
+def _block_list(model, nn, layers: int | None):
+    """The transformer's block stack: the first ``nn.ModuleList`` of ``layers`` modules."""
+    if not layers:
+        return None
+    return next(
+        (m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m) == layers), None
+    )
+
+
 def _heads(model) -> int | None:
     for m in model.modules():
         for attr in ("n_head", "num_heads", "num_attention_heads", "n_heads", "nhead"):
@@ -131,22 +118,57 @@ def _heads(model) -> int | None:
     return None
 
 
-def _mlp(linears: list, width: int | None, vocab: int | None, layers: int | None):
-    """MLP hidden size and gating from the Linear layers fed by the residual stream.
+def _projections(modules, nn) -> list[tuple[int, int]]:
+    """(in features, out features) of every matrix projection among ``modules``.
 
-    The hidden size is the most common output width of ``Linear(width -> n)`` excluding the
-    residual width, the vocabulary and the fused-QKV width; two such layers per block (gate
-    and up projections) mean a gated MLP.
+    ``nn.Linear`` (``in_features``, ``out_features``) and Hugging Face's ``Conv1D`` (GPT-2 and
+    its kin: a Linear with a transposed weight; ``nx`` in, ``nf`` out, weight ``(nx, nf)``;
+    transformers ``pytorch_utils.py``), found by its class name: the agent never imports
+    transformers.
+    """
+    out = []
+    for m in modules:
+        if isinstance(m, nn.Linear):
+            out.append((m.in_features, m.out_features))
+        elif type(m).__name__ == "Conv1D":
+            pair = _conv1d_features(m)
+            if pair is not None:
+                out.append(pair)
+    return out
+
+
+def _conv1d_features(m) -> tuple[int, int] | None:
+    nx, nf = getattr(m, "nx", None), getattr(m, "nf", None)
+    if _count(nx) and _count(nf):
+        return nx, nf
+    shape = tuple(getattr(getattr(m, "weight", None), "shape", ()))
+    return (shape[0], shape[1]) if len(shape) == 2 and all(map(_count, shape)) else None
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _mlp(projections: list, width: int | None, vocab: int | None, layers: int | None,
+         whole_model: bool) -> tuple[int | None, bool]:  # fmt: skip
+    """MLP hidden size and gating from the projections fed by the residual stream.
+
+    ``projections`` are (in, out) pairs from the block stack, or from the whole model when
+    there is none (``whole_model``): then one projection of the vocabulary's width is the
+    output head and is not counted (a vocabulary of 4 x width keeps the MLP's 4 x width).
+    Candidates are ``width -> n`` other than the residual width and the fused QKV (3 x width);
+    the up projection is the candidate wider than width (grouped-query k/v projections are
+    narrower), then the most frequent, then the widest. As many as two per block (gate and
+    up: at least 2 x layers) mean a gated MLP.
     """
     if not width:
         return None, False
-    outs = Counter(
-        lin.out_features
-        for lin in linears
-        if lin.in_features == width and lin.out_features not in (width, 3 * width, vocab)
-    )
+    outs = Counter(o for i, o in projections if i == width and o not in (width, 3 * width))
+    if whole_model and vocab in outs:
+        outs[vocab] -= 1  # the output head
+        if not outs[vocab]:
+            del outs[vocab]
     if not outs:
         return None, False
-    ffn, count = outs.most_common(1)[0]
-    gated = bool(layers) and count >= 2 * layers
-    return ffn, gated
+    ffn = max(outs, key=lambda o: (o > width, outs[o], o))
+    return ffn, bool(layers) and outs[ffn] >= 2 * layers
