@@ -166,3 +166,16 @@ def test_spellings_name_the_keys_tried():
 )  # fmt: skip
 def test_gated_activation_names(name, gated):
     assert hfconfig.gated_activation(name) is gated
+
+
+def test_the_module_imports_only_the_standard_library():
+    # the agent imports it inside every training process (tests/unit/test_layers.py allows it
+    # there), so it may bring nothing else of ours along, core included
+    import ast
+    import sys
+    from pathlib import Path
+
+    tree = ast.parse(Path(hfconfig.__file__).read_text())
+    mods = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    mods |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert {m.split(".")[0] for m in mods} <= set(sys.stdlib_module_names) | {"__future__"}
