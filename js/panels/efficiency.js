@@ -231,14 +231,21 @@ export function countingText(snap) {
   return c ? `tokens: ${c}` : "";
 }
 
+// how the counted step's attention was counted (flops_counted.attention); "sdpa" needs no word
+const ATTENTION_TEXT = {
+  matmul: "; attention counted as batched matmuls",
+  "none counted": "; no attention op counted",
+};
+
 /** The executed-FLOPs line beside the conventions (docs/spec.md "Counted FLOPs"). */
 export function countedText(snap) {
   const v = snap.flops_per_token_counted;
   if (!isNum(v)) return `[counted] executed FLOPs: ${NOT_MEASURED}`;
   const c = isObj(snap.flops_counted) ? snap.flops_counted : {};
   const at = isNum(c.step) ? ` (step ${c.step})` : "";
-  const attention = c.attention === "none counted" ? "; no attention op counted" : "";
-  return `${si(v, "FLOP/token")} [counted]: executed FLOPs of one real step${at}, recompute included${attention}`;
+  const attention = ATTENTION_TEXT[c.attention] || "";
+  const missed = Array.isArray(c.not_counted) && c.not_counted.length ? `; not counted: ${c.not_counted.join(", ")}` : "";
+  return `${si(v, "FLOP/token")} [counted]: executed FLOPs of one real step${at}, recompute included${attention}${missed}`;
 }
 
 function peakTitle(peak) {

@@ -332,3 +332,56 @@ def test_notes_model_fields_and_counts_from_training_code_are_bounded():
     assert "1099511627776" not in snap["ranks"]
     assert any("outside 0..2**53" in n for n in snap["notes"])
     assert any(n.startswith("ranks: 1 step record") for n in snap["notes"])
+
+
+# -- counted FLOPs: which notes a flops_counted record gives (docs/spec.md "Counted FLOPs") ---
+def _counted(attention, **over):
+    """A rank-0 flops_counted record of step 3: 6000 FLOP over 40 tokens."""
+    return ("flops_counted", 105.0, {"step": 3, "rank": 0, "flops": 6000, "tokens": 40,
+                                     "attention": attention, "mapped": [], **over})  # fmt: skip
+
+
+def _counted_notes(eng) -> list[str]:
+    return [n for n in eng.snapshot()["notes"] if n.startswith("counted FLOPs")]
+
+
+def test_no_attention_counted_warns_only_for_a_model_with_heads():
+    with_heads = _feed(_run(), _counted("none counted"))  # MODEL has 2 heads
+    assert _counted_notes(with_heads) == [
+        "counted FLOPs: no attention was counted in that step (no attention kernel with a "
+        "formula in torch's FlopCounterMode, and no batched matmul of two activations), so the "
+        "count misses attention"
+    ]
+    no_heads = {k: v for k, v in MODEL.items() if k != "heads"}  # an MLP: nothing to miss
+    mlp = _feed(Engine(), ("model", 100.6, no_heads), _counted("none counted"))
+    assert _counted_notes(mlp) == []
+    assert mlp.snapshot()["flops_counted"]["attention"] == "none counted"
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "matmul"])
+def test_attention_counted_as_a_kernel_or_as_matmuls_gives_no_note(attention):
+    eng = _feed(_run(), _counted(attention))
+    assert _counted_notes(eng) == []
+    assert eng.snapshot()["flops_counted"]["attention"] == attention
+
+
+def test_an_old_log_s_counted_attention_reads_as_sdpa_and_warns_nothing():
+    eng = _feed(_run(), _counted("counted"))  # what agents before "sdpa" / "matmul" wrote
+    assert eng.snapshot()["flops_counted"] == {"step": 3, "flops": 6000.0, "tokens": 40,
+                                               "attention": "sdpa", "not_counted": []}  # fmt: skip
+    assert _counted_notes(eng) == []
+
+
+def test_work_no_formula_counted_is_said_in_a_note_and_the_snapshot():
+    missed = ["aten.addbmm (no FLOP formula)", "aten.mkldnn_rnn_layer (unexpected arguments)"]
+    eng = _feed(_run(), _counted("sdpa", not_counted=missed))
+    assert _counted_notes(eng) == [
+        "counted FLOPs: not counted in that step: aten.addbmm (no FLOP formula), "
+        "aten.mkldnn_rnn_layer (unexpected arguments); the count misses their work"
+    ]
+    assert eng.snapshot()["flops_counted"]["not_counted"] == missed
+
+
+def test_a_counted_record_with_a_bad_not_counted_list_is_refused():
+    with pytest.raises(records.RecordError, match="not_counted"):
+        _feed(_run(), _counted("sdpa", not_counted=[3]))

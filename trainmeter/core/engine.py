@@ -350,12 +350,19 @@ class Engine:
         if not 0 <= rec["step"] < MAX_COUNT or not 0 < (tokens or 1) < MAX_COUNT:
             self.bad_counts += 1
             return
+        # "counted" is what older agents wrote for an attention kernel (now "sdpa")
+        attention = "sdpa" if rec["attention"] == "counted" else rec["attention"]
+        # at most 16 entries (the agent sends no more: agent/flop_formulas.MAX_NOT_COUNTED)
+        missed = [clip(x, MAX_NAME) for x in (rec.get("not_counted") or [])[:16]]
         self.counted = {"step": rec["step"], "flops": float(rec["flops"]), "tokens": tokens,
-                        "attention": rec["attention"]}  # fmt: skip
-        if rec["attention"] == "none counted" and (self.model or {}).get("heads"):
-            self.note("counted FLOPs: no attention op was counted in that step (torch's "
-                      "FlopCounterMode has no formula for the attention kernel used), so the "
-                      "count misses attention")  # fmt: skip
+                        "attention": attention, "not_counted": missed}  # fmt: skip
+        if attention == "none counted" and (self.model or {}).get("heads"):
+            self.note("counted FLOPs: no attention was counted in that step (no attention "
+                      "kernel with a formula in torch's FlopCounterMode, and no batched matmul "
+                      "of two activations), so the count misses attention")  # fmt: skip
+        if missed:
+            self.note(f"counted FLOPs: not counted in that step: {', '.join(missed)}; the "
+                      "count misses their work")  # fmt: skip
 
     def _on_tokens_counting(self, rec: dict) -> None:
         """What rank 0's tokens are (docs/spec.md "Tokens and padding")."""

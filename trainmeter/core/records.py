@@ -38,8 +38,9 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     # used), `t` its start, `dur` its own seconds (less the spans inside it)
     "span": {"name": (str,), "dur": _NUM, "rank": (int,)},
     # one step's executed FLOPs under torch's FlopCounterMode (agent/flop_count.py): `flops` of
-    # the whole step, `tokens` the agent counted in it, `attention` "counted" or "none counted",
-    # `mapped` the CPU ops given torch's CUDA formula, `ops` FLOPs by op name (not checked)
+    # the whole step, `tokens` the agent counted in it, `attention` one of ATTENTION, `mapped`
+    # the ops given a formula torch lacks, `not_counted` work that ran and no formula counted
+    # (strings), `ops` FLOPs by op name (not checked)
     "flops_counted": {
         "step": (int,),
         "rank": (int,),
@@ -47,6 +48,7 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
         "tokens": _OPT_INT,
         "attention": (str,),
         "mapped": (list, type(None)),
+        "not_counted": (list, type(None)),
     },
     # what a step's tokens are (agent/pad_tokens.py, --pad-tokens skip): `counting` one of
     # TOKENS_COUNTING, `reason` why every position is counted
@@ -68,7 +70,9 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
 
 SPAN_KINDS = ("data", "checkpoint", "eval", "warmup")
 TOKENS_COUNTING = ("all positions", "non-pad")
-ATTENTION = ("counted", "none counted")
+# sdpa: an attention kernel was counted; matmul: batched matmuls of two activations; "counted"
+# is what older agents wrote for sdpa
+ATTENTION = ("sdpa", "matmul", "none counted", "counted")
 MAX_SPAN_KIND = 32  # characters of a span kind
 
 RUN_STATES = ("running", "finished", "failed", "interrupted", "idle")
@@ -134,7 +138,8 @@ def validate(rec: Any) -> dict[str, Any]:
 
 
 def _check_counted(rec: dict) -> None:
-    """``flops_counted``: finite FLOPs >= 0, tokens > 0 when known, a known ``attention``."""
+    """``flops_counted``: finite FLOPs >= 0, tokens > 0 when known, a known ``attention``,
+    ``not_counted`` strings."""
     if not (_finite(rec["flops"]) and rec["flops"] >= 0):
         raise RecordError(f"flops_counted: 'flops' must be finite and >= 0, got {rec['flops']!r}")
     tokens = rec.get("tokens")
@@ -142,6 +147,8 @@ def _check_counted(rec: dict) -> None:
         raise RecordError(f"flops_counted: 'tokens' must be > 0 or null, got {tokens!r}")
     if rec["attention"] not in ATTENTION:
         raise RecordError(f"flops_counted: 'attention' must be one of {ATTENTION}")
+    if not all(isinstance(x, str) for x in rec.get("not_counted") or ()):
+        raise RecordError("flops_counted: 'not_counted' must be a list of strings")
 
 
 def _finite(x: float | int) -> bool:
