@@ -36,13 +36,18 @@ its backward), so a CPU step would miss attention entirely. These two ops are ma
 own formulas for ``_scaled_dot_product_flash_attention`` (same argument order), and the record
 lists what was mapped. torch counts the full T x T square even for causal attention, and the
 backward counts flash attention's recompute of the scores.
+
+Recurrent kernels torch has no formula for (oneDNN's LSTM layer on CPU, cuDNN's and MIOpen's
+RNN) get one from ``flop_formulas``, which also sees every op counted: it decides the record's
+``attention`` (``sdpa``, ``matmul`` or ``none counted``) and lists in ``not_counted`` the work
+no formula counts.
 """
 
 from __future__ import annotations
 
 import sys
 
-from trainmeter.agent import guard
+from trainmeter.agent import flop_formulas, guard
 
 NAME = "counted FLOPs"
 COUNT_STEP = 3  # the clock optimizer's step that is counted (module docstring says why)
@@ -82,7 +87,8 @@ class FlopCount:
         self.state = "off"  # off | wait | armed | counting | finished
         self._handles: dict = {}  # name -> RemovableHandle
         self._counter = None
-        self.mapped: list[str] = []  # CPU ops given torch's CUDA formula (_SAME_FORMULA)
+        self.mapped: list[str] = []  # ops given a formula torch lacks (_SAME_FORMULA, RECURRENT)
+        self._extras: flop_formulas.Extras | None = None  # recurrent formulas, attention verdict
         self._forwards = 0
         self._error: BaseException | None = None
 
@@ -190,6 +196,8 @@ class FlopCount:
             self._finish("this torch's FlopCounterMode is not the one trainmeter was built for")
             return
         self.mapped = _map_cpu_attention(torch.ops.aten, registry)
+        self._extras = flop_formulas.Extras(torch, registry)
+        self.mapped += self._extras.register()
         counter.mod_tracker = _GlobalOnly()
         counter._count_flops = self._guarded(counter._count_flops)
         self._handles.pop("post").remove()  # safe here: torch is not iterating optimizer hooks
@@ -200,11 +208,15 @@ class FlopCount:
 
     def _guarded(self, count):
         """``FlopCounterMode._count_flops`` that never raises into the op being dispatched: the
-        first error is kept (ending the count) and the op's output passes through."""
+        first error is kept (ending the count) and the op's output passes through. Each op is
+        also shown to the extras (attention verdict, ops no formula counts)."""
+        extras = self._extras
 
         def count_flops(func_packet, out, args, kwargs):
             if self._error is None:
                 try:
+                    if extras is not None:
+                        extras.see(func_packet, args)
                     return count(func_packet, out, args, kwargs)
                 except Exception as exc:
                     self._error = exc
@@ -229,12 +241,14 @@ class FlopCount:
         taps = self.taps
         by_op = counter.get_flop_counts().get("Global", {})
         ops = {str(k): int(v) for k, v in list(by_op.items())[:MAX_OPS]}
-        attention = "counted" if any("attention" in k for k in ops) else "none counted"
+        extras = self._extras
+        attention = extras.attention(by_op) if extras is not None else "none counted"
+        missed = list(extras.not_counted) if extras is not None else []
         put = getattr(taps.agent, "put", None)
         if put is not None:
             put("flops_counted", rank=getattr(taps.agent, "rank", 0), step=taps.agent.step + 1,
                 flops=int(counter.get_total_flops()), tokens=None, attention=attention,
-                mapped=self.mapped, ops=ops, await_step=True)  # fmt: skip
+                mapped=self.mapped, not_counted=missed, ops=ops, await_step=True)  # fmt: skip
 
     def _refusal(self) -> str | None:
         taps = self.taps
