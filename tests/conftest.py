@@ -71,6 +71,7 @@ class StandInSender:
 
     def set_counter(self, tensor_type, int_dtypes, count_call, on_stop):
         self.reader.tensor, self.reader.ints = tensor_type, int_dtypes
+        self.reader.ledger.tensor = tensor_type
         self.reader.count_call, self.on_stop = count_call, on_stop
 
     def drain(self):

@@ -136,7 +136,9 @@ function createLossCard(view) {
   }
 
   function update({ snap, store, historyChanged }) {
-    const next = lossLines([...store.series.keys()]);
+    // a series the engine marks superseded (backward_loss once a tracker reports the loss) is not drawn
+    const series = isObj(snap.series) ? snap.series : {};
+    const next = lossLines([...store.series.keys()].filter((n) => !(isObj(series[n]) && series[n].superseded)));
     const key = JSON.stringify(next) + (view.logScale ? "|log" : "");
     if (logBox.checked !== view.logScale) logBox.checked = view.logScale;
     if (key !== chartKey) {

@@ -157,7 +157,8 @@ def test_after_the_count_the_loop_runs_with_no_counter_hook(fresh_guard):
     try:
         _train(4)  # the counter's hooks are gone after the count and one more module call
         assert taps.flop_count.state == "off" and taps.flop_count.done
-        assert taps.flop_count._handles == {}
+        assert taps.flop_count._hooks == {}
+        assert not [h for h in taps.door.hooks if h.name == flop_count.NAME]
     finally:
         taps.detach()
 

@@ -37,6 +37,10 @@ def emit(step: int | None = None, **series: object) -> None:
                 agent.put("note", text=f"{name} is {number} at step {at}", source="emit")
                 continue
             agent.put("series", name=str(name), value=number, step=at)
+            from trainmeter.core.catalog import role  # loaded at the first emit, not at import
+
+            if role(str(name)) == "train_loss":
+                agent.train_loss_reported()  # the run's train loss: backward's is not needed
     except Exception as exc:
         guard.failed("emit", exc)
 

@@ -46,8 +46,10 @@ no formula counts.
 from __future__ import annotations
 
 import sys
+import threading
 
 from trainmeter.agent import flop_formulas, guard
+from trainmeter.agent.step_clock import _inside_backward
 
 NAME = "counted FLOPs"
 COUNT_STEP = 3  # the clock optimizer's step that is counted (module docstring says why)
@@ -84,27 +86,42 @@ class FlopCount:
     def __init__(self, taps) -> None:
         self.taps = taps
         self.done = False  # counted (or refused) in this run
-        self.state = "off"  # off | wait | armed | counting | finished
-        self._handles: dict = {}  # name -> RemovableHandle
+        self.state = "off"  # off | wait | armed | counting | closing | finished
+        self._hooks: dict = {}  # name -> hooks.Hook (through the taps' door)
         self._counter = None
         self.mapped: list[str] = []  # ops given a formula torch lacks (_SAME_FORMULA, RECURRENT)
         self._extras: flop_formulas.Extras | None = None  # recurrent formulas, attention verdict
         self._forwards = 0
+        self._aside = 0  # root forwards without gradients running now (not counted)
+        self._thread = None  # the thread that entered the mode (only it may leave it)
         self._error: BaseException | None = None
 
-    # -- called by the taps (never from inside a hook) --------------------------------------
+    # -- called by the taps (never from inside a hook of torch's) ----------------------------
     def start(self, new_run: bool = False) -> None:
-        """Wait for the ``COUNT_STEP``-th step of this run (a no-op once counted)."""
+        """Wait for the ``COUNT_STEP``-th step of this run (a no-op once counted): the clock
+        calls :meth:`second_step`, which arms the count."""
         try:
             if new_run:
                 self.stop()
                 self.done = False
             if self.done or self.state != "off" or guard.is_off(NAME):
                 return
-            from torch.optim.optimizer import register_optimizer_step_post_hook
-
-            self._handles["post"] = register_optimizer_step_post_hook(self._after_step)
             self.state = "wait"
+        except Exception as exc:
+            self._fail(exc)
+
+    def second_step(self) -> None:
+        """The clock optimizer's step ``COUNT_STEP - 1`` is done: arm the count for the next
+        one (a global module pre-hook until the count is over), or say why not."""
+        if self.state != "wait" or guard.is_off(NAME):
+            return
+        try:
+            reason = self._refusal()
+            if reason:
+                self._finish(reason)
+                return
+            self.state = "armed"
+            self._add("fwd", "forward_pre", self._on_forward)
         except Exception as exc:
             self._fail(exc)
 
@@ -114,76 +131,98 @@ class FlopCount:
             self._leave_mode()
         except Exception as exc:
             guard.failed(NAME, exc)
-        for handle in self._handles.values():
-            handle.remove()
-        self._handles.clear()
+        self._remove_hooks()
         self.state = "off"
 
-    # -- hooks ------------------------------------------------------------------------------
-    def _after_step(self, optimizer, args, kwargs) -> None:
-        """Optimizer post-hook until ``COUNT_STEP - 1`` steps: then arm the forward hook."""
-        try:
-            taps = self.taps
-            if self.state != "wait" or id(optimizer) != taps.clock_id:
-                return
-            if taps.agent.step < COUNT_STEP - 1:
-                return
-            from torch.nn.modules.module import register_module_forward_pre_hook
+    def _add(self, key: str, kind: str, fn) -> None:
+        self._hooks[key] = self.taps.door.add(kind, fn, NAME, on_fail=self._failed_hook)
 
-            reason = self._refusal()
-            self.state = "finished" if reason else "armed"
-            if reason:
-                self.done = True
-                self._note(f"not counted: {reason}")
-            # this hook cannot remove itself here (torch is iterating its hooks): the module
-            # pre-hook does it at the next module call
-            self._handles["fwd"] = register_module_forward_pre_hook(self._on_forward)
-        except Exception as exc:
-            self._fail(exc)
+    def _remove_hooks(self) -> None:
+        hooks, self._hooks = self._hooks, {}
+        for hook in hooks.values():
+            hook.remove()  # the door waits for a safe point where torch is iterating them
 
+    # -- hooks (each guarded by the door) ---------------------------------------------------
     def _on_forward(self, module, args) -> None:
-        """Global module pre-hook: enter the mode at the root's first training forward; remove
-        every hook once the count is over."""
-        try:
-            if self.state == "finished":
-                if self._leave_mode():  # else another mode is still inside ours: next call
-                    self.stop()
-                return
-            taps, torch = self.taps, self.taps.torch
-            root = taps._root() if taps._root is not None else None
-            if module is not root or not torch.is_grad_enabled():
-                return
-            if self.state == "armed":
-                self._enter()
-            elif self.state == "counting":
-                self._forwards += 1
-                if self._forwards > MAX_FORWARDS:
-                    self._finish(f"no optimizer step after {MAX_FORWARDS} forwards")
-        except Exception as exc:
-            self._fail(exc)
+        """Global module pre-hook: enter the mode at the root's first training forward; leave
+        it at the first module call after a count that ended inside backward; set aside root
+        forwards without gradients (an evaluation inside the step); remove every hook once the
+        count is over."""
+        taps = self.taps
+        taps.door.flush()
+        if self.state in ("finished", "closing"):
+            self._close_late()
+            return
+        root = taps._root() if taps._root is not None else None
+        if module is not root:
+            return
+        if not taps.torch.is_grad_enabled():
+            if self.state == "counting":
+                self._aside += 1  # back to 0 at its end (_after_forward)
+            return
+        if self.state == "armed":
+            self._enter()
+        elif self.state == "counting":
+            self._forwards += 1
+            if self._forwards > MAX_FORWARDS:
+                self._finish(f"no optimizer step after {MAX_FORWARDS} forwards")
+
+    def _after_forward(self, module, args, kwargs, output) -> None:
+        """Global module forward hook while counting: a set-aside root forward has ended."""
+        if self._aside and not self.taps.torch.is_grad_enabled():
+            root = self.taps._root() if self.taps._root is not None else None
+            if module is root:
+                self._aside -= 1
 
     def _before_step(self, optimizer, args, kwargs) -> None:
-        """Optimizer pre-hook of the counted step: leave the mode, send the count."""
+        """Optimizer pre-hook of the counted step: leave the mode and send the count, or, when
+        the optimizer steps inside backward (fused into post-accumulate-grad hooks), at the
+        end of that backward."""
+        if self.state != "counting" or id(optimizer) != self.taps.clock_id:
+            return
+        if _inside_backward(self.taps.torch):
+            self.state = "closing"
+            engine = getattr(getattr(self.taps.torch.autograd, "Variable", None),
+                             "_execution_engine", None)  # fmt: skip
+            queue = getattr(engine, "queue_callback", None)
+            if queue is not None:
+                queue(self._backward_done)
+            return  # else at the first module call after it (_on_forward)
+        self._conclude()
+
+    def _backward_done(self) -> None:
+        """End of the backward the counted step's optimizer ran in (autograd's callback)."""
         try:
-            if self.state != "counting" or id(optimizer) != self.taps.clock_id:
-                return
-            counter, error = self._counter, self._error
-            if not self._leave_mode():
-                self._finish("another dispatch mode was still active at the optimizer step")
-                return
-            if error is not None:
-                raise error
-            if self.taps.off:  # the token count stopped during the step
-                self._finish("the token count stopped during the step")
-                return
-            self._send(counter)
-            self._finish(None)
+            if self.state == "closing" and threading.get_ident() == self._thread:
+                self._conclude()
         except Exception as exc:
             self._fail(exc)
+
+    def _close_late(self) -> None:
+        """A count that ended inside backward (``closing``), or one whose mode another mode
+        held (``finished``): leave the mode now that ours is innermost; then no hook is left."""
+        if self.state == "closing":
+            self._conclude()
+        elif self._leave_mode():
+            self._remove_hooks()
+            self.state = "off"
+
+    def _conclude(self) -> None:
+        """Leave the mode and send the count (or say why not)."""
+        counter, error = self._counter, self._error
+        if not self._leave_mode():
+            self._finish("another dispatch mode was still active at the optimizer step")
+            return
+        if error is not None:
+            raise error
+        if self.taps.off:  # the token count stopped during the step
+            self._finish("the token count stopped during the step")
+            return
+        self._send(counter)
+        self._finish(None)
 
     # -- the count --------------------------------------------------------------------------
     def _enter(self) -> None:
-        from torch.optim.optimizer import register_optimizer_step_pre_hook
         from torch.utils.flop_counter import FlopCounterMode
 
         torch = self.taps.torch
@@ -200,9 +239,10 @@ class FlopCount:
         self.mapped += self._extras.register()
         counter.mod_tracker = _GlobalOnly()
         counter._count_flops = self._guarded(counter._count_flops)
-        self._handles.pop("post").remove()  # safe here: torch is not iterating optimizer hooks
-        self._handles["pre"] = register_optimizer_step_pre_hook(self._before_step)
-        self._forwards, self._error = 1, None
+        self._add("pre", "optimizer_pre", self._before_step)
+        self._add("end", "forward", self._after_forward)
+        self._forwards, self._aside, self._error = 1, 0, None
+        self._thread = threading.get_ident()
         counter.__enter__()
         self._counter, self.state = counter, "counting"
 
@@ -213,7 +253,7 @@ class FlopCount:
         extras = self._extras
 
         def count_flops(func_packet, out, args, kwargs):
-            if self._error is None:
+            if self._error is None and not self._aside:  # a no-grad root forward: not the step's
                 try:
                     if extras is not None:
                         extras.see(func_packet, args)
@@ -261,17 +301,24 @@ class FlopCount:
         return None
 
     def _finish(self, reason: str | None) -> None:
-        """The count is over: hooks go at the next module call (see the module docstring)."""
+        """The count is over (``reason``: why there is none). The hooks go now, or, while the
+        mode is still entered (another mode inside it), once it could be left."""
         self.done, self.state = True, "finished"
         if reason:
             self._note(f"not counted: {reason}")
-        if "fwd" not in self._handles:
-            from torch.nn.modules.module import register_module_forward_pre_hook
-
-            self._handles["fwd"] = register_module_forward_pre_hook(self._on_forward)
+        if self._counter is None:
+            self._remove_hooks()
+            self.state = "off"  # nothing of ours left in torch
+        elif "fwd" not in self._hooks:
+            self._add("fwd", "forward_pre", self._on_forward)
 
     def _fail(self, exc: BaseException) -> None:
         guard.failed(NAME, exc)
+        self._failed_hook(exc)
+
+    def _failed_hook(self, exc: BaseException) -> None:
+        """A hook of the count raised ``exc`` (the door warned): no count this run, one note,
+        the mode left where it can be."""
         self._note(f"stopped after an internal error: {type(exc).__name__}: {exc}")
         try:
             self._finish(None)

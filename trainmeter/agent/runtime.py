@@ -58,8 +58,19 @@ class Agent:
 
     @property
     def step(self) -> int:
-        """Optimizer steps of the clock optimizer so far (agent/step_clock.py counts them)."""
-        return steps_taken(self.steps)
+        """Optimizer steps of the clock optimizer so far (agent/step_clock.py counts them); in
+        a loop that steps no optimizer, clocked by its backward() calls, those calls."""
+        n = steps_taken(self.steps)
+        taps = self.torch_taps
+        if n == 0 and taps is not None and self.sender.reader.ledger.clock == "backward":
+            return taps.backward.calls
+        return n
+
+    def train_loss_reported(self) -> None:
+        """A tracker, a framework or emit() just reported a train loss (agent/backward.py)."""
+        taps = self.torch_taps
+        if taps is not None:
+            taps.train_loss_reported()
 
     def put(self, kind: str, **fields: object) -> None:
         """Queue one record stamped now (dropped while disarmed)."""

@@ -12,9 +12,12 @@ What the queue holds, in the order the training thread put it (``QueueReader.rea
   whose token count goes into its ``tokens`` (flop_count.py), and is sent right after it;
 - a ``float`` ``t``: an optimizer step's time stamp (step_clock.py, from C), the step after
   the last one, which gets the tokens and samples of every root-model call queued since the
-  previous step; ``(t, step, tokens, samples)`` is one with its number and more counts (the
-  first step brings discovery's);
+  previous step; ``(t, step, tokens, samples, seq_sq)`` is one with its number and more counts
+  (the first step brings discovery's);
 - ``(kind, start, seconds)``: a time span (spans.py);
+- ``(t, loss)``: a training ``backward()`` call (backward.py: its loss, or a device slot
+  holding it), read by the :class:`~trainmeter.agent.backward.Ledger`, and its 1-tuple
+  markers (a closure step begins, ``GradScaler.step`` begins and ends, the loss decided);
 - a tensor: a root-model call's first argument, counted here (``shape``, ``dtype``: metadata
   only) so that the training thread pays one ``append`` per call;
 - ``[args, kwargs]``: any other root-model call, counted by the taps' ``count_call``;
@@ -32,6 +35,7 @@ import threading
 from collections import deque
 
 from trainmeter.agent import guard
+from trainmeter.agent.backward import Ledger
 
 MAX_QUEUE = 200_000  # items; ~20 s of a 5 kHz step rate before the oldest are dropped
 MIN_INTERVAL = 0.005  # s: the shortest wait between flushes when items pile up
@@ -86,6 +90,7 @@ class Sender:
     def set_counter(self, tensor_type, int_dtypes, count_call, on_stop) -> None:
         """How queued root-model calls are counted, and what to call if the sender stops."""
         self.reader.tensor, self.reader.ints = tensor_type, int_dtypes
+        self.reader.ledger.tensor = tensor_type
         self.reader.count_call = count_call
         self.on_stop = on_stop
 
@@ -176,7 +181,7 @@ class Sender:
         return self._sock
 
     def _write_queued(self) -> None:
-        if not self.queue and not (self._stop.is_set() and self.reader.waiting):
+        if not self.queue and not self.reader.pending(last=self._stop.is_set()):
             return
         steps, spans, records = self.reader.read(self.queue)
         if self._stop.is_set():  # the last flush: nothing waits any more
@@ -219,7 +224,9 @@ class QueueReader:
     """Drains the sender's queue into wire batches (the items are in the module docstring).
 
     Root-model calls queued after the last step of one flush are carried into the next. The
-    tensor count is inlined (it runs once per call on the training process's GIL).
+    tensor count is inlined (it runs once per call on the training process's GIL). Backward
+    calls go to the :class:`~trainmeter.agent.backward.Ledger` (losses, and the step clock of a
+    loop with no optimizer).
 
     Args:
         rank: the process's rank, written into every batch.
@@ -227,63 +234,92 @@ class QueueReader:
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
-        self.tokens = self.samples = 0  # calls queued since the last step
+        self.tokens = self.samples = self.seq_sq = 0  # calls queued since the last step
         self.step = 0  # the last step read (a bare time stamp is the one after it)
         self.waiting: list[dict] = []  # records with ``await_step``, until their step is read
         self.tensor: type = _NoTensor
         self.ints: tuple = ()
+        self.batch_axis = 0  # the token tensor's batch axis (1 for sequence-first inputs)
         self.count_call = _no_count
+        self.ledger = Ledger(rank=rank)
 
     def read(self, queue: deque) -> tuple[dict | None, dict | None, list[dict]]:
         """(steps batch or None, spans batch or None, records) from everything queued now.
 
         A steps batch's times are whole microseconds after the first (``t0``, ``dt_us``): an
-        int encodes in a fraction of a float's time.
+        int encodes in a fraction of a float's time. ``seq_sq`` is each step's sum over its
+        sequences of the squared sequence length (tokens x their sequence's length): the
+        engine's token-weighted mean sequence length.
         """
-        tensor, ints, count_call = self.tensor, self.ints, self.count_call
-        tok, smp, t0, last = self.tokens, self.samples, None, self.step
-        dt, step, tokens, samples, spans, records = [], [], [], [], [], []
+        tensor, ints, count_call, led = self.tensor, self.ints, self.count_call, self.ledger
+        bax = self.batch_axis
+        tok, smp, sq, t0, last = self.tokens, self.samples, self.seq_sq, None, self.step
+        dt, step, tokens, samples, seq_sq, spans, records = [], [], [], [], [], [], []
         pop = queue.popleft
+
+        def add(t, n, more_tok, more_smp, more_sq):  # one step into the batch's columns
+            nonlocal t0
+            if t0 is None:
+                t0 = t
+            dt.append(int((t - t0) * 1e6 + 0.5))
+            step.append(n)
+            tokens.append(more_tok)
+            samples.append(more_smp)
+            seq_sq.append(more_sq)
+            if self.waiting:
+                self._release(n, more_tok, records)
+            led.take_losses(n, t, records)
+
         while queue:
             item = pop()
             kind = type(item)
             if kind is tensor:  # a root call's first argument: the common case, inlined
                 shape = item.shape  # one call into C++; numel comes from the shape
-                smp += shape[0] if shape else 1
+                b = shape[bax] if len(shape) > bax else 1
+                smp += b
                 if item.dtype in ints:
-                    tok += shape.numel()
-            elif kind is float or (kind is tuple and len(item) == 4):
+                    n = shape.numel()
+                    tok += n
+                    sq += n * (n // b) if b else 0
+            elif kind is float or (kind is tuple and len(item) == 5):
                 if kind is float:  # the clock's time stamp: the step after the last one
-                    t, last, more_tok, more_smp = item, last + 1, 0, 0
+                    t, last, more_tok, more_smp, more_sq = item, last + 1, 0, 0, 0
                 else:
-                    t, last, more_tok, more_smp = item
-                if t0 is None:
-                    t0 = t
-                dt.append(int((t - t0) * 1e6 + 0.5))
-                step.append(last)
-                tokens.append(tok + more_tok)
-                samples.append(smp + more_smp)
-                tok = smp = 0
-                if self.waiting:
-                    self._release(last, tokens[-1], records)
+                    t, last, more_tok, more_smp, more_sq = item
+                tok, smp, sq = led.optimizer_step(t, last, tok, smp, sq, records)
+                add(t, last, tok + more_tok, smp + more_smp, sq + more_sq)
+                tok = smp = sq = 0
             elif kind is tuple:
                 if len(item) == 3:
                     spans.append(item)
+                elif len(item) == 2:  # a training backward(): (t, loss)
+                    what = led.backward(item, tok, smp, sq)
+                    if what == "step":  # the backward clock: this call is a step
+                        last += 1
+                        add(item[0], last, tok, smp, sq)
+                    if what in ("step", "kept"):  # counted now, or kept with the call
+                        tok = smp = sq = 0
+                    if what == "kept" and led.fall_back_due():
+                        last = led.fall_back(last, add, records)
                 elif item == FORGET:
-                    tok = smp = 0
+                    tok = smp = sq = 0
+                else:
+                    led.marker(item)
             elif kind is list:  # [args, kwargs] of a root call
-                more_tok, more_smp = count_call(*item)
-                tok, smp = tok + more_tok, smp + more_smp
+                more_tok, more_smp, more_sq = count_call(*item)
+                tok, smp, sq = tok + more_tok, smp + more_smp, sq + more_sq
             elif kind is dict:
                 (self.waiting if item.pop("await_step", False) else records).append(item)
             elif isinstance(item, tensor):  # a tensor subclass
-                more_tok, more_smp = count_call((item,), None)
-                tok, smp = tok + more_tok, smp + more_smp
-        self.tokens, self.samples, self.step = tok, smp, last
+                more_tok, more_smp, more_sq = count_call((item,), None)
+                tok, smp, sq = tok + more_tok, smp + more_smp, sq + more_sq
+        led.poll(records)
+        self.tokens, self.samples, self.seq_sq, self.step = tok, smp, sq, last
         batch = None
         if step:
             batch = {"v": 1, "k": "steps", "rank": self.rank, "t0": t0, "dt_us": dt,
-                     "step": step, "tokens": tokens, "samples": samples}  # fmt: skip
+                     "step": step, "tokens": tokens, "samples": samples,
+                     "seq_sq": seq_sq}  # fmt: skip
         return batch, self._spans(spans), records
 
     def _release(self, step: int, tokens: int, records: list[dict]) -> None:
@@ -294,9 +330,17 @@ class QueueReader:
                 records.append(rec)
                 self.waiting.remove(rec)
 
+    def pending(self, last: bool) -> bool:
+        """Whether something waits to go out with no item queued: device losses whose copies
+        may have completed, or, at the last flush, records and losses still held."""
+        led = self.ledger
+        return bool(led.pending or (last and (self.waiting or led.held)))
+
     def release_all(self) -> list[dict]:
-        """The records still waiting (the run ends before their step): sent without tokens."""
+        """The run ends: the records still waiting for their step (sent without tokens), and
+        the losses the ledger still holds."""
         out, self.waiting = self.waiting, []
+        self.ledger.release_all(out)
         return out
 
     def _spans(self, spans: list[tuple]) -> dict | None:
@@ -307,5 +351,5 @@ class QueueReader:
                 "dur": [round(d, 7) for d in dur]}  # fmt: skip
 
 
-def _no_count(args, kwargs) -> tuple[int, int]:
-    return 0, 0
+def _no_count(args, kwargs) -> tuple[int, int, int]:
+    return 0, 0, 0

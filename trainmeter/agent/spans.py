@@ -12,10 +12,19 @@ or synchronizes a device (invariant 8), so what a span measures is host time: do
 - ``checkpoint``: time inside ``torch.save``, ``safetensors.torch.save_file`` and
   ``torch.distributed.checkpoint.save`` / ``save_state_dict`` / ``async_save`` (the last two
   modules wrapped when the user's code imports them).
-- ``eval``: from ``model.eval()`` on the root model to its next ``model.train()``; a phase
-  during which the optimizer steps is training in eval mode, and is dropped.
+- ``eval``: from ``model.eval()`` on the root model (or on a module that holds it, such as a
+  LightningModule; before the root is known, on any module) until the phase ends: at that
+  module's ``train()``, or at the first forward with gradients on of that module or one inside
+  it (Lightning 2.6 restores training mode by setting ``.training`` on every module, with no
+  ``train()`` call). A phase that ends at a training forward is an evaluation only if a forward
+  without gradients ran inside it; else it was training in eval mode (a frozen BatchNorm, a
+  model trained in eval mode) and is dropped. A phase opened on a module that turns out not to
+  hold the root (a frozen teacher) is dropped at the first optimizer step. While a phase is open,
+  one global forward pre-hook watches the forwards (every module call takes torch's slow path
+  during evaluation only).
 - ``warmup``: from the first forward pass with gradients enabled to the first optimizer step
-  (the first step's compile, allocator warm-up, first batch).
+  (the first step's compile, allocator warm-up, first batch). A loop with no optimizer (clocked
+  by its ``backward()`` calls) has no warm-up span: its first step's time is "other".
 
 Spans nest: a data wait inside an evaluation phase counts as data, and the phase's own span is
 its time less the spans inside it, so every second lands in one bucket (the innermost).
@@ -63,9 +72,10 @@ class Spans:
         root: returns the root model once the torch taps know it, else None.
     """
 
-    def __init__(self, agent, torch, root=lambda: None) -> None:
+    def __init__(self, agent, torch, door, root=lambda: None) -> None:
         self.agent = agent
         self.torch = torch
+        self.door = door  # every hook through the taps' door (hooks.py)
         self.root = root
         self.grad_enabled = torch.is_grad_enabled
         self.off = dict.fromkeys(KINDS, False)
@@ -75,9 +85,10 @@ class Spans:
         self._stack: list[list] = []  # open spans, innermost last: [child seconds, kind]
         self._patches: list[tuple] = []  # (owner, name, original, wrapper, had own)
         self._waiting: set[str] = set()  # optional modules with an import callback pending
-        self._eval = None  # the open evaluation phase (see _eval_begin)
+        self._eval: _Phase | None = None  # the open evaluation phase (see _eval_begin)
+        self._apart: tuple = (None, set())  # (id of the root, ids of modules not holding it)
         self._warm = None  # (frame, start, perf start) between first forward and first step
-        self._warm_pre = self._warm_step = None  # hook handles
+        self._warm_pre = None  # the warm-up's forward pre-hook (hooks.Hook)
         self._warm_done = False
 
     # -- start / stop ---------------------------------------------------------------------------
@@ -248,6 +259,12 @@ class Spans:
 
     def _fail(self, kind: str, exc: BaseException) -> None:
         """Turn span kind ``kind`` off for good: one warning, one note, nothing left open."""
+        guard.failed(ENTRY.get(kind, "span"), exc)
+        self._disable(kind)
+
+    def _disable(self, kind: str) -> None:
+        """Span kind ``kind`` off for good, nothing of it left open, one note (the warning is
+        the caller's: ``_fail``, or the hook door for a hook that raised)."""
         try:
             self.off[kind] = True
             self._stack[:] = [f for f in self._stack if f[1] != kind]
@@ -258,7 +275,6 @@ class Spans:
                 self._remove_warm_hooks()
         except Exception:
             pass
-        guard.failed(ENTRY.get(kind, "span"), exc)
         try:
             text = (f"time split: {kind} spans are no longer measured (an internal error); "
                     "their time counts as compute or other")  # fmt: skip
@@ -276,12 +292,18 @@ class Spans:
 
     # -- evaluation phases ----------------------------------------------------------------------
     def _eval_begin(self, module) -> None:
-        """``model.eval()`` on the root model (any module before the root is known): open an
-        ``eval`` span until that module's next ``train()``; a class-level ``train`` wrapper on
-        the module's class exists only while the phase is open."""
+        """``module.eval()`` opens a phase when ``module`` is or holds the root model (any module
+        before the root is known); a class-level ``train`` wrapper on the module's class and a
+        global forward pre-hook exist only while the phase is open (module docstring)."""
         root = self.root()
-        if root is not None and not _same(module, root):
-            return
+        if root is not None:
+            if self._apart[0] != id(root):
+                self._apart = (id(root), set())  # modules seen not to hold this root
+            if id(module) in self._apart[1]:
+                return
+            if not _holds(module, root):
+                self._apart[1].add(id(module))  # a frozen teacher's eval() every step: once
+                return
         cls, mid, spans = type(module), id(module), self
         orig = cls.train
 
@@ -294,65 +316,69 @@ class Spans:
                     spans._fail("eval", exc)
             return orig(m, *args, **kwargs)
 
-        hook = self._step_hook(self._eval_discard)
         frame = [0.0, "eval"]
-        had_own, own = "train" in vars(cls), vars(cls).get("train")
-        self._eval = (frame, _wall(), _perf(), cls, had_own, own, train, hook)
+        phase = _Phase(frame, module, cls, train)
+        self._eval = phase
         cls.train = train
         self._stack.append(frame)
+        phase.hook = self.door.add("forward_pre", self._eval_forward, ENTRY["eval"],
+                                   on_fail=lambda _exc: self._disable("eval"))  # fmt: skip
+
+    def _eval_forward(self, module, args) -> None:
+        """While a phase is open: a forward of the phase's module (or one inside it) without
+        gradients makes it an evaluation; one with gradients ends it."""
+        phase = self._eval
+        if phase is None or _ident() != self.thread or id(module) not in phase.inside():
+            return
+        if self.grad_enabled():
+            self._eval_close(emit=phase.evaluated)
+        else:
+            phase.evaluated = True
 
     def _eval_close(self, emit: bool) -> None:
-        ev, self._eval = self._eval, None
-        if ev is None:
+        phase, self._eval = self._eval, None
+        if phase is None:
             return
-        frame, t0, p0, cls, had_own, own, train, hook = ev
-        seconds = _perf() - p0
-        if hook is not None:
-            hook.remove()
-        if vars(cls).get("train") is train:
-            if had_own:
-                cls.train = own
+        seconds = _perf() - phase.p0
+        if phase.hook is not None:
+            phase.hook.remove()
+        cls = phase.cls
+        if vars(cls).get("train") is phase.train:
+            if phase.had_own:
+                cls.train = phase.own
             else:
                 del cls.train
         if emit:
-            self._end("eval", t0, seconds, frame)
+            self._end("eval", phase.t0, seconds, phase.frame)
         else:
-            _unstack(self._stack, frame)
-
-    def _eval_discard(self, optimizer, args, kwargs) -> None:
-        """The optimizer stepped while the phase was open: that was training in eval mode."""
-        try:
-            self._eval_close(emit=False)
-        except Exception as exc:
-            self._fail("eval", exc)
+            _unstack(self._stack, phase.frame)
 
     # -- warm-up: first training forward to first optimizer step --------------------------------
     def _warm_arm(self) -> None:
         if self._warm_done or self.off["warmup"] or self._warm_pre is not None or self._warm:
             return
-        hooks = sys.modules[self.torch.nn.Module.__module__]
-        self._warm_pre = hooks.register_module_forward_pre_hook(self._warm_forward)
+        self._warm_pre = self.door.add("forward_pre", self._warm_forward, ENTRY["warmup"],
+                                       on_fail=lambda _exc: self._disable("warmup"))  # fmt: skip
 
     def _warm_forward(self, module, args) -> None:
         """A global forward pre-hook that lives until the first forward with gradients on."""
-        try:
-            if self._warm is not None or not self.grad_enabled() or not self.agent.armed:
-                return
-            self._warm_pre.remove()
-            self._warm_pre = None
-            frame = [0.0, "warmup"]
-            self._stack.append(frame)
-            self._warm = (frame, _wall(), _perf())
-            self._warm_step = self._step_hook(self._warm_first_step)
-        except Exception as exc:
-            self._fail("warmup", exc)
+        if self._warm is not None or not self.grad_enabled() or not self.agent.armed:
+            return
+        self._remove_warm_hooks()
+        frame = [0.0, "warmup"]
+        self._stack.append(frame)
+        self._warm = (frame, _wall(), _perf())
 
-    def _warm_first_step(self, optimizer, args, kwargs) -> None:
+    def first_step(self) -> None:
+        """The clock optimizer's first step in a run or a notebook cell (step_clock.py calls it
+        through the taps): warm-up ends, and an evaluation phase on a module that does not hold
+        the root just found (a frozen teacher) is dropped."""
         try:
             p1 = _perf()
             self._remove_warm_hooks()
-            self._warm_done = True
-            self.thread = _ident()  # the training thread from now on
+            if not self._warm_done:
+                self._warm_done = True
+                self.thread = _ident()  # the training thread from now on
             if self._warm is not None:
                 (frame, t0, p0), self._warm = self._warm, None
                 self._end("warmup", t0, p1 - p0, frame)
@@ -360,18 +386,37 @@ class Spans:
                 self._patch_optional()  # a saver module whose import started torch
         except Exception as exc:
             self._fail("warmup", exc)
-
-    def _step_hook(self, hook):
-        """A global optimizer post-step hook (removed as soon as it has done its work)."""
-        optim = sys.modules[self.torch.optim.Optimizer.__module__]
-        return optim.register_optimizer_step_post_hook(hook)
+        try:
+            root, phase = self.root(), self._eval
+            if phase is not None and (root is None or not _holds(phase.module, root)):
+                self._eval_close(emit=False)
+        except Exception as exc:
+            self._fail("eval", exc)
 
     def _remove_warm_hooks(self) -> None:
-        for name in ("_warm_pre", "_warm_step"):
-            handle = getattr(self, name)
-            setattr(self, name, None)
-            if handle is not None:
-                handle.remove()
+        hook, self._warm_pre = self._warm_pre, None
+        if hook is not None:
+            hook.remove()
+
+
+class _Phase:
+    """An open evaluation phase: its span frame and times, the module ``eval()`` was called on,
+    the ``train`` wrapper on that module's class (and what it replaced), its forward hook, and
+    whether a forward without gradients ran in it."""
+
+    def __init__(self, frame: list, module, cls, train) -> None:
+        self.frame, self.t0, self.p0 = frame, _wall(), _perf()
+        self.module, self.cls, self.train = module, cls, train
+        self.had_own, self.own = "train" in vars(cls), vars(cls).get("train")
+        self.hook = None
+        self.evaluated = False
+        self._inside: set[int] | None = None
+
+    def inside(self) -> set[int]:
+        """ids of the phase's module and every module in it (found once, at the first call)."""
+        if self._inside is None:
+            self._inside = {id(m) for m in self.module.modules()}
+        return self._inside
 
 
 def _unstack(stack: list, frame: list) -> bool:
@@ -383,16 +428,16 @@ def _unstack(stack: list, frame: list) -> bool:
     return False
 
 
-def _same(module, root) -> bool:
-    """``module`` is the root model, or a wrapper of it or wrapped by it (DDP's ``module``,
-    ``torch.compile``'s ``_orig_mod``)."""
+def _holds(module, root) -> bool:
+    """``module`` is the root model, holds it (a LightningModule around it, DDP's ``module``,
+    ``torch.compile``'s ``_orig_mod``), or is held by it as its wrapper's target."""
     if module is root:
         return True
     for a, b in ((module, root), (root, module)):
         for attr in ("module", "_orig_mod"):
             if vars(a).get("_modules", {}).get(attr) is b:
                 return True
-    return False
+    return any(m is root for m in module.modules())
 
 
 def _initializing(module) -> bool:

@@ -21,10 +21,16 @@ Only that one optimizer is clocked (a GAN's second optimizer of the same class i
 pickling, ``deepcopy`` and ``state_dict`` never see the attribute (``Optimizer.__getstate__``
 keeps three keys).
 
-The global hook is removed the first time the instance's method runs (not from inside the hook:
-torch is iterating the hooks then); if it never runs (a torch that no longer calls it), the
-hook goes on clocking the steps itself. While a torch profiler records, the method also calls
-torch's own ``_optimizer_step_code``, so the profiler sees every optimizer step as without
+The global hook (added through the taps' hook door, hooks.py) is removed the first time the
+instance's method runs, outside torch's hook loops; if it never runs (a torch that no longer
+calls it), the hook goes on clocking the steps itself. The clock's first two steps run Python
+(the hook, then the first method) and tell the taps (``taps.first_step``, ``taps.second_step``):
+discovery ends, warm-up ends, the counted step is armed, all without a hook of their own. Later,
+:meth:`StepClock.at_next_step` puts a one-shot Python method in for one step, where changes
+that must wait for a point outside torch's hook loops are carried out.
+
+While a torch profiler records, the method also calls torch's own ``_optimizer_step_code``,
+so the profiler sees every optimizer step as without
 trainmeter: the profiler's start and stop functions are wrapped to swap the method. Nothing
 here reads a tensor (invariant 8); the C chain cannot raise, and a failure anywhere else stops
 the clock with one warning (invariant 1).
@@ -66,11 +72,12 @@ def ticker(put, steps):
 
 class StepClock:
     """Queues the time stamp ``t`` of each step of the clock optimizer (``(t, step, tokens,
-    samples)`` at its first step, with discovery's counts).
+    samples, seq_sq)`` at its first step, with discovery's counts).
 
     Args:
         taps: the :class:`trainmeter.agent.torch_taps.TorchTaps` it clocks for: ``first_step``
-            (choose the root; returns discovery's (tokens, samples)), ``off``, ``quiet`` and
+            (choose the root; returns discovery's (tokens, samples, seq_sq)), ``second_step``,
+            ``door`` (the hook door, hooks.py), ``off``, ``quiet`` and
             the agent, with its sender and its step count (``agent.steps``).
         torch: the imported torch module.
     """
@@ -79,21 +86,25 @@ class StepClock:
         self.taps = taps
         self.torch = torch
         self.clock_id: int | None = None  # id() of the clock optimizer, once chosen
-        self._hook = None  # the global post-step hook's handle, until the method takes over
+        self._hook = None  # the global post-step hook (hooks.Hook), until the method takes over
+        self._seen = 0  # clock steps the hook has seen in this segment
+        self.others_outside: set[int] = set()  # other optimizers stepped between clock steps
         self._clocked = None  # weakref to the clock optimizer while its instance has our method
         self._method = None  # the method it has now (first, the C chain, or the profiled one)
         self._tick = None  # the C chain for this clock
         self._switches: list[tuple] = []  # classattr saves of the wrapped profiler functions
+        self._once = False  # a one-shot method from at_next_step is waiting
 
     # -- start / stop (never called from inside an optimizer step) ------------------------------
     def watch(self) -> None:
         """The next optimizer to step becomes the clock (a run or a notebook cell begins)."""
         self._uninstall()
         self.clock_id = None
+        self._seen = 0
+        self.others_outside = set()
         if self._hook is None:
-            from torch.optim.optimizer import register_optimizer_step_post_hook
-
-            self._hook = register_optimizer_step_post_hook(self._on_step)
+            door = self.taps.door
+            self._hook = door.add("optimizer_post", self._on_step, NAME, on_fail=self.taps.quiet)
 
     def stop(self) -> None:
         """Clock nothing and leave torch as it was (a cell ended, or the agent detaches)."""
@@ -107,25 +118,28 @@ class StepClock:
 
     # -- the global hook: the first step, or every step if the method is never called ----------
     def _on_step(self, optimizer, args, kwargs) -> None:
+        """The global post-step hook (guarded by the door: an error quiets the taps)."""
         taps = self.taps
         if taps.off or not taps.agent.armed:
             return
-        try:
-            if self.clock_id is None:
-                tokens, samples = taps.first_step(optimizer)
-                self.clock_id = id(optimizer)
-                self._install(optimizer)
-                self._push(tokens, samples)
-            elif id(optimizer) == self.clock_id:
-                self._push(0, 0)  # the method was not called: this hook clocks instead
-        except Exception as exc:
-            taps.quiet()
-            guard.failed(NAME, exc)
+        if self.clock_id is None:
+            counts = taps.first_step(optimizer, args, kwargs)
+            self.clock_id = id(optimizer)
+            self._seen = 1
+            self._install(optimizer)
+            self._push(*counts)
+        elif id(optimizer) == self.clock_id:
+            self._seen += 1
+            if self._seen == 2:
+                taps.second_step(self.others_outside)
+            self._push(0, 0, 0)  # the method was not called: this hook clocks instead
+        elif not _inside_backward(self.torch):  # a second optimizer (a GAN's), not fused
+            self.others_outside.add(id(optimizer))
 
-    def _push(self, tokens: int, samples: int) -> None:
+    def _push(self, tokens: int, samples: int, seq_sq: int) -> None:
         agent = self.taps.agent
         next(agent.steps)
-        agent.sender.put_step((_now(), steps_taken(agent.steps), tokens, samples))
+        agent.sender.put_step((_now(), steps_taken(agent.steps), tokens, samples, seq_sq))
 
     # -- the clock optimizer's own method ---------------------------------------------------------
     def _install(self, optimizer) -> None:
@@ -143,7 +157,9 @@ class StepClock:
 
         def first() -> None:  # the method runs: the global hook is no longer needed
             try:
-                self._remove_hook()
+                self._remove_hook()  # outside torch's hook loops here: removed at once
+                if not self.taps.off:
+                    self.taps.second_step(self.others_outside)
                 self._refresh()
             except Exception as exc:
                 self.taps.quiet()
@@ -153,6 +169,33 @@ class StepClock:
                 method()
 
         self._set(optimizer, first)
+
+    def at_next_step(self, fn) -> bool:
+        """Run ``fn()`` once, at the clock optimizer's next step, from its
+        ``_optimizer_step_code`` (after the step, outside torch's hook loops), then clock that
+        step as usual. False when there is no clock method to borrow (no clock yet, the hook
+        clocks, or the first method is still waiting: it flushes the taps' door itself)."""
+        optimizer = self._clocked() if self._clocked is not None else None
+        if optimizer is None or self._method is None or self._hook is not None:
+            return False  # no method of ours, or the first one still waits (it flushes)
+        if self._once:
+            return True  # one is waiting already: it flushes everything pending
+
+        def once() -> None:
+            try:
+                self._once = False
+                self._refresh()  # back to the chain (or the profiled method) first
+                fn()
+            except Exception as exc:
+                self.taps.quiet()
+                guard.failed(NAME, exc)
+            method = self._method
+            if method is not None and method is not once:
+                method()
+
+        self._once = True
+        self._set(optimizer, once)
+        return True
 
     def _refresh(self) -> None:
         """Give the clock optimizer the method for now: the C chain, or while a profiler
@@ -178,14 +221,15 @@ class StepClock:
     def _uninstall(self) -> None:
         self._take_method()
         self._clocked = self._method = self._tick = None
+        self._once = False
         for saved in reversed(self._switches):
             restore(saved)
         self._switches = []
 
     def _remove_hook(self) -> None:
-        if self._hook is not None:
-            self._hook.remove()
-            self._hook = None
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            hook.remove()
 
     # -- the profiler ---------------------------------------------------------------------------
     def _profiler_module(self):
@@ -205,6 +249,13 @@ class StepClock:
             return
         for name in _PROFILER_SWITCHES:
             self._switches.append(set_attr(profiler, name, _then(getattr(profiler, name), self)))
+
+
+def _inside_backward(torch) -> bool:
+    """Whether autograd is running a backward on this thread now (an optimizer stepped from a
+    post-accumulate-grad hook: fused into backward)."""
+    task = getattr(getattr(torch, "_C", None), "_current_graph_task_id", None)
+    return task is not None and task() != -1
 
 
 def _then(switch, clock: StepClock):

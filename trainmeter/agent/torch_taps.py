@@ -6,10 +6,14 @@ model's ``__call__``, and the step clock's chain of C calls (step_clock.py). Nei
 tensor's value, so never a device synchronization (invariant 8); shapes are read later, on the
 sender thread.
 
-Discovery: until the first optimizer step, global module hooks note which modules run at the
-top of the call stack with gradients enabled, and how many tokens each was fed. At that step
-the root model is the top-level module sharing the most parameters with the optimizer; the
-global hooks are removed.
+Discovery: until the first optimizer step, global module hooks (through the hook door,
+hooks.py) note which modules run at the top of the call stack with gradients enabled, the
+shapes each was fed, and the first sequence layer's input (an RNN, ``nn.MultiheadAttention``
+or a transformer layer, with its ``batch_first``). At that step the root model is the top-level
+module sharing the most parameters with the optimizer; its inputs' batch axis is the one whose
+size is the sequence layer's batch (axis 1 for sequence-first inputs, ``batch_first=False``,
+the default of torch's RNNs and ``nn.Transformer``; else axis 0); the global hooks are
+removed.
 
 Counting tokens at the root: a module forward pre-hook would do, but any hook sends the module
 through ``Module._call_impl``'s slow path, which costs 7-11 us per call on a small CPU, more
@@ -29,13 +33,23 @@ import weakref
 from typing import Any
 
 from trainmeter.agent import guard
+from trainmeter.agent.backward import (
+    LOSS_OFF,
+    LOSS_ON,
+    NEW_RUN,
+    STEP_BEGIN,
+    SUPERSEDED,
+    BackwardTap,
+)
 from trainmeter.agent.classattr import restore, set_attr
 from trainmeter.agent.compile_watch import CompileWatch
 from trainmeter.agent.describe import describe
 from trainmeter.agent.flop_count import FlopCount
+from trainmeter.agent.hooks import Door
 from trainmeter.agent.importhook import cancel, when_imported
 from trainmeter.agent.pad_tokens import pad_counter
 from trainmeter.agent.sender import FORGET
+from trainmeter.agent.shapes import BatchAxes, count
 from trainmeter.agent.spans import Spans
 from trainmeter.agent.step_clock import StepClock
 
@@ -44,6 +58,9 @@ from trainmeter.agent.step_clock import StepClock
 DEFER_BYTES = 16 << 20
 MIN_QUEUED, MAX_QUEUED = 4, 50_000  # the sender's max_items, whatever the bytes
 _TOKEN_KWARGS = ("input_ids", "idx", "tokens", "input", "x")
+MAX_DISCOVERY_CALLS = 4096  # root-candidate calls whose shapes discovery keeps (per candidate)
+DISCOVERY = "model discovery"  # hook names in warnings (guard.failed)
+CLOSURE = "optimizer step hook"
 _DYNAMO = "torch._dynamo"  # imported by torch.compile (and by the first optimizer step)
 
 
@@ -61,13 +78,18 @@ class TorchTaps:
         self.tensor_type = torch.Tensor
         self.int_dtypes = (torch.int64, torch.int32)
         self.is_grad_enabled = torch.is_grad_enabled
-        self.seq_len: int | None = None
         self.off = False
+        self.door = Door(torch)  # every torch hook of the taps goes through it (hooks.py)
+        self.door.on_defer = self._flush_soon
         self.clock = StepClock(self, torch)  # one step record per clock-optimizer step
+        self.axes = BatchAxes(torch)  # the inputs' batch and sequence axes (shapes.py)
+        self.backward = BackwardTap(agent, torch)  # loss, and the clock with no optimizer
         self._cells: dict = {}  # the counting __call__'s "root_id" and "tracing" cells
         self._depth = 0
-        self._roots: dict[int, list] = {}  # id -> [module, tokens, samples, bytes, calls]
-        self._handles: list = []
+        self._roots: dict[int, list] = {}  # id -> [module, calls' input shapes, bytes, calls]
+        self._handles: list = []  # discovery's hooks (hooks.Hook), until the first step
+        self._closure = None  # the closure-step hook (hooks.Hook), see _closure_step
+        self._superseded = False  # a train loss was reported (train_loss_reported)
         self._patched: tuple | None = None  # what classattr.restore needs
         self._root = None  # weakref to the root model once found
         self._autocast: dict[str, Any] = {}
@@ -78,7 +100,8 @@ class TorchTaps:
         # the sender thread counts the queued inputs, and stops the taps if it stops
         agent.sender.set_counter(self.tensor_type, self.int_dtypes, self.count_call, self.quiet)
         # time spans (data waits, checkpoints, eval, warm-up) start and stop with these taps
-        self.spans = Spans(agent, torch, root=lambda: self._root() if self._root else None)
+        self.spans = Spans(agent, torch, self.door,
+                           root=lambda: self._root() if self._root else None)  # fmt: skip
         self.pad = pad_counter(agent, torch)  # --pad-tokens skip, else None (pad_tokens.py)
         self.flop_count = FlopCount(self)  # one step's executed FLOPs per run (flop_count.py)
 
@@ -95,22 +118,29 @@ class TorchTaps:
 
     def rediscover(self) -> None:
         """Forget the root model and the clock optimizer; find them again (a new run)."""
-        from torch.nn.modules import module as mm
-
         self.clock.watch()
         self._root = None
         self._autocast = {}
         self._roots.clear()
+        self.axes.reset()
         self._depth = 0
         self._forget_counts()
+        self._put(NEW_RUN)
+        self.backward.calls = 0
+        self._superseded = False
         self._unpatch()
         self._remove_global()
+        door = self.door
         self._handles = [
-            mm.register_module_forward_pre_hook(self._g_pre),
-            mm.register_module_forward_hook(self._g_post, with_kwargs=True, always_call=True),
+            door.add("forward_pre", self._g_pre, DISCOVERY, on_fail=self.quiet),
+            door.add("forward", self._g_post, DISCOVERY, on_fail=self.quiet),
         ]
+        if self._closure is None:
+            self._closure = door.add("optimizer_pre", self._closure_step, CLOSURE,
+                                     on_fail=self.quiet)  # fmt: skip
         self._spans("start", True)
         self.flop_count.start(new_run=True)
+        self._backward("start")
 
     def new_segment(self) -> None:
         """A new %%trainmeter cell: the first optimizer to step in it becomes the clock."""
@@ -119,10 +149,15 @@ class TorchTaps:
         root = self._root() if self._root is not None else None
         if root is None:
             self.rediscover()  # no root yet (or it is gone): discover at this cell's first step
-        elif self._patched is None:
+            return
+        if self._patched is None:
             self._patch_call(root)
+        if self._closure is None:
+            self._closure = self.door.add("optimizer_pre", self._closure_step, CLOSURE,
+                                          on_fail=self.quiet)  # fmt: skip
         self._spans("start", False)
         self.flop_count.start()
+        self._backward("start")
 
     def pause(self) -> None:
         """Between notebook cells: count nothing, hold no tensor or module, add no hook."""
@@ -133,14 +168,22 @@ class TorchTaps:
         self._forget_counts()
         self._spans("stop")
         self.flop_count.stop()
+        self._backward("stop")
+        self._closure = None
+        self.door.remove_all()
+        self.door.flush()
 
-    def quiet(self) -> None:
-        """Count and clock nothing more (the sender stopped): safe from any thread, since it
-        only sets a flag, writes a closure cell and takes one key out of the clock optimizer's
-        ``__dict__``, and removes no hook."""
+    def quiet(self, *_exc) -> None:
+        """Count and clock nothing more (the sender stopped, or a hook failed): safe from any
+        thread, since it only sets a flag, writes a closure cell, takes one key out of the
+        clock optimizer's ``__dict__``, puts ``torch.autograd.backward`` back and makes the
+        door's hooks dead (their removal waits for a safe point)."""
         self.off = True
         self.clock.quiet()
         self._stop_counting()
+        self.backward.stop()
+        for hook in list(self.door.hooks):
+            hook.dead = True
 
     def _stop_counting(self) -> None:
         """The counting ``__call__`` counts no more (any thread: one cell write)."""
@@ -159,6 +202,11 @@ class TorchTaps:
         """Drop the root calls queued since the last step (the sender reads FORGET in order)."""
         self._put(FORGET)
 
+    def _flush_soon(self) -> None:
+        """The door holds a change until a point outside torch's hook loops: the clock
+        optimizer's next step gives one (step_clock.py ``at_next_step``)."""
+        self.clock.at_next_step(self.door.flush)
+
     def detach(self) -> None:
         cancel(_DYNAMO, self._compile_watch.start)
         self._compile_watch.stop()
@@ -167,12 +215,33 @@ class TorchTaps:
         self._remove_global()
         self._spans("close")
         self.flop_count.stop()
+        self._backward("stop")
+        self._closure = None
+        self.door.remove_all()
+        self.door.flush()
 
     def _spans(self, method: str, *args) -> None:
         try:
             getattr(self.spans, method)(*args)
         except Exception as exc:  # the spans fail alone: the step clock goes on
             guard.failed("span taps", exc)
+
+    def _backward(self, method: str) -> None:
+        try:
+            getattr(self.backward, method)()
+        except Exception as exc:  # the loss from backward() fails alone
+            guard.failed("backward tap", exc)
+
+    def train_loss_reported(self) -> None:
+        """A tracker, a framework or emit() reported a train loss: it is the run's, so no loss
+        from backward() goes out any more, and the tap stops once an optimizer clocks the
+        steps (before, it may be the clock)."""
+        if self._superseded:
+            return
+        self._superseded = True
+        self._put(SUPERSEDED)
+        if self.agent.step > 0 and self.backward.on:
+            self._backward("stop")
 
     # -- the root's __call__ ----------------------------------------------------------------
     def _patch_call(self, root) -> None:
@@ -205,23 +274,22 @@ class TorchTaps:
         self._handles = []
 
     # -- counting (on the sender thread) ------------------------------------------------------
-    def count_call(self, args, kwargs) -> tuple[int, int]:
-        """(tokens, samples) of one root call: metadata only (``shape``, ``dtype``), so safe
-        from the sender thread and never a device sync; ``--pad-tokens skip`` counts the
+    def count_call(self, args, kwargs) -> tuple[int, int, int]:
+        """(tokens, samples, seq_sq) of one root call: metadata only (``shape``, ``dtype``), so
+        safe from the sender thread and never a device sync; ``--pad-tokens skip`` counts the
         attention mask's nonzero positions where it may (pad_tokens.py)."""
         return self._count(self._input(args, kwargs), kwargs)
 
-    def _count(self, x, kwargs) -> tuple[int, int]:
-        """(tokens, samples) of a call whose token tensor is ``x`` (None: not a tensor)."""
+    def _count(self, x, kwargs) -> tuple[int, int, int]:
+        """(tokens, samples, seq_sq) of a call whose token tensor is ``x`` (None: not a
+        tensor), along the batch axis found at discovery (shapes.py)."""
         if x is None:
-            return 0, 0
-        shape = x.shape
-        samples = shape[0] if shape else 1
-        if x.dtype not in self.int_dtypes:
-            return 0, samples
-        if self.pad is not None:
-            return self.pad.tokens(x, self.pad.mask(kwargs)), samples
-        return shape.numel(), samples
+            return 0, 0, 0
+        tokens, samples, seq_sq = count(x.shape, x.dtype in self.int_dtypes, self.axes.axis)
+        if tokens and self.pad is not None:
+            kept = self.pad.tokens(x, self.pad.mask(kwargs))
+            return kept, samples, kept * (tokens // samples if samples else 0)
+        return tokens, samples, seq_sq
 
     def _input(self, args, kwargs):
         """The call's token tensor: the first positional argument, else the first of the
@@ -232,35 +300,35 @@ class TorchTaps:
         values = (kwargs.get(key) for key in _TOKEN_KWARGS) if kwargs else ()
         return next((v for v in values if isinstance(v, tensor)), None)
 
-    # -- discovery (before the first optimizer step only) -----------------------------------
+    # -- discovery (before the first optimizer step only; hooks guarded by the door) ---------
     def _g_pre(self, module, args) -> None:
-        try:
-            if self._depth == 0 and not self._autocast:
-                self._autocast = self._autocast_state()
-        except Exception as exc:
-            guard.failed("model discovery", exc)
         self._depth += 1
+        if self._depth == 1 and not self._autocast:
+            self._autocast = self._autocast_state()
+        self.axes.see(module, args)
 
     def _g_post(self, module, args, kwargs, output) -> None:
         self._depth = max(0, self._depth - 1)
-        if self._depth or self.off:
+        if self._depth or self.off or not self.is_grad_enabled():
             return
-        try:
-            if not self.is_grad_enabled():
-                return
-            x = self._input(args, kwargs)
-            tokens, samples = self._count(x, kwargs)
-            nbytes = x.element_size() * x.numel() if x is not None else 0
-            if tokens and self.seq_len is None:
-                self.seq_len = x.shape[-1]
-            entry = self._roots.setdefault(id(module), [module, 0, 0, 0, 0])
-            entry[1] += tokens  # per candidate until the root is known
-            entry[2] += samples
-            entry[3] += nbytes
-            entry[4] += 1
-        except Exception as exc:
-            self.off = True
-            guard.failed("model discovery", exc)
+        x = self._input(args, kwargs)
+        entry = self._roots.setdefault(id(module), [module, [], 0, 0])
+        if x is not None and len(entry[1]) < MAX_DISCOVERY_CALLS:
+            mask = self.pad.mask(kwargs) if self.pad is not None else None
+            entry[1].append((x.shape, x.dtype in self.int_dtypes, x if mask is not None else None,
+                             mask))  # fmt: skip
+        entry[2] += x.element_size() * x.numel() if x is not None else 0
+        entry[3] += 1
+
+    def _closure_step(self, optimizer, args, kwargs) -> None:
+        """Optimizer pre-hook while the clock is chosen, and kept for a clock stepped with a
+        closure (LBFGS, Lightning): marks where its step begins (backward.py: only the first
+        backward inside such a step is its loss)."""
+        if self.clock_id is not None and id(optimizer) != self.clock_id:
+            return
+        closure = args[1] if len(args) > 1 else kwargs.get("closure")
+        if callable(closure):
+            self._put(STEP_BEGIN)
 
     def _autocast_state(self) -> dict[str, Any]:
         torch, out = self.torch, {}
@@ -269,11 +337,17 @@ class TorchTaps:
                 out[dev] = torch.get_autocast_dtype(dev)
         return out or {"none": None}
 
-    def first_step(self, optimizer) -> tuple[int, int]:
+    def first_step(self, optimizer, args=(), kwargs=None) -> tuple[int, int, int]:
         """The clock's first step (step_clock.py): the root is the top-level module sharing
-        the most parameters with ``optimizer``; returns discovery's (tokens, samples) for it."""
+        the most parameters with ``optimizer``; returns discovery's (tokens, samples, seq_sq)
+        for it. Warm-up ends here (spans.py)."""
+        self._spans("first_step")
+        closure = args[1] if len(args) > 1 else (kwargs or {}).get("closure")
+        if not callable(closure) and self._closure is not None:
+            self._closure.remove()  # a plain step: no marker needed (the door waits to remove)
+            self._closure = None
         if not self._handles:
-            return 0, 0  # root already known (a later segment re-chose the clock only)
+            return 0, 0, 0  # root already known (a later segment re-chose the clock only)
         self._remove_global()
         wanted = {id(p) for g in optimizer.param_groups for p in g["params"]}
         best = max(
@@ -283,16 +357,37 @@ class TorchTaps:
         )
         self._roots.clear()
         if best is None:
-            return 0, 0
-        root, tokens, samples, nbytes, calls = best
-        per_call = max(8, nbytes // max(calls, 1))  # bytes a queued input holds on to
+            return 0, 0, 0
+        root, calls, nbytes, n = best
+        counts = self._discovered(calls)
+        per_call = max(8, nbytes // max(n, 1))  # bytes a queued input holds on to
         self.agent.sender.max_items = max(MIN_QUEUED, min(MAX_QUEUED, DEFER_BYTES // per_call))
         self._patch_call(root)
-        self.agent.put_model(self._model_fields(root))
-        return tokens, samples
+        self.agent.put_model(self._model_fields(root, calls))
+        return counts
 
-    def _model_fields(self, root) -> dict[str, Any]:
-        fields = describe(self.torch, root, self.seq_len)
+    def _discovered(self, calls: list) -> tuple[int, int, int]:
+        """Discovery's counts for the root's calls, along the batch axis their first shape
+        gives (shapes.py), which the sender uses from now on."""
+        axis = self.axes.decide(calls[0][0]) if calls else 0
+        self.agent.sender.reader.batch_axis = axis
+        tokens = samples = seq_sq = 0
+        for shape, ids, x, mask in calls:
+            tok, smp, sq = count(shape, ids, axis)
+            if tok and mask is not None:
+                kept = self.pad.tokens(x, mask)
+                tok, sq = kept, kept * (tok // smp if smp else 0)
+            tokens, samples, seq_sq = tokens + tok, samples + smp, seq_sq + sq
+        return tokens, samples, seq_sq
+
+    def _model_fields(self, root, calls: list) -> dict[str, Any]:
+        seq_len = None
+        ids = [shape for shape, is_ids, _, _ in calls if is_ids]
+        if ids:  # the first training batch's positions per sample (its sequence length)
+            tokens, samples, _ = count(ids[0], True, self.axes.axis)
+            seq_len = tokens // samples if samples else None
+        fields = describe(self.torch, root, seq_len)
+        fields["batch_axis"] = self.axes.axis
         first = next(root.parameters(), None)
         device = first.device if first is not None else None
         fields["device"] = device.type if device is not None else "cpu"
@@ -303,6 +398,20 @@ class TorchTaps:
         if fields["device"] == "cuda":  # CUDA is already up (the params live there): no new context
             fields["device_name"] = self.torch.cuda.get_device_name(device)
         return fields
+
+    def second_step(self, others: set) -> None:
+        """The clock's second step (step_clock.py): the counted step is armed, the losses from
+        backward() are one model's or not (another optimizer stepped apart from the clock, as
+        a GAN's does: its losses are mixed in), and what waited for a safe point is done."""
+        self.flop_count.second_step()
+        self._put(LOSS_OFF if others else LOSS_ON)
+        if others:
+            text = (f"train loss from backward(): not recorded: {len(others) + 1} optimizers "
+                    "step apart in each step (two models, as in a GAN), so the values "
+                    "backward() was called on are not one loss; report them with "
+                    "trainmeter.emit(name=value)")  # fmt: skip
+            self.agent.put("note", source="trainmeter", text=text)
+        self.door.flush()
 
     def _run_dtype(self, param, device: str) -> str | None:
         """The matmuls' dtype: autocast's if on, else the parameters' (the peak lookup key)."""

@@ -209,6 +209,10 @@ class TrackerTaps:
             self.agent.put("series", name=name, value=number, step=step, source=source)
         else:
             self.agent.put("series", name=name, value=number, step=step, source=source, role=kind)
+            if kind == "train_loss":
+                reported = getattr(self.agent, "train_loss_reported", None)
+                if reported is not None:  # the run's train loss: backward's is not needed
+                    reported()
 
     def _step(self, step: object) -> int:
         """The tracker's own step when the call gave an integral one, else the agent's."""

@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from trainmeter.core import flops, metrics, peaks, plan
+from trainmeter.core import catalog, flops, metrics, peaks, plan
 from trainmeter.core.hardware import HardwareState
 from trainmeter.core.records import SPAN_KINDS
 from trainmeter.core.timeline import DEFAULT_CAP, Timeline
@@ -49,6 +49,7 @@ _MODEL_FIELDS = (  # the model record's documented fields (docs/spec.md "Run log
     "gpus", "dtype", "run_dtype", "torch", "rank",
 )  # fmt: skip
 _END_STATE = {"ok": "finished", "error": "failed", "interrupted": "interrupted"}
+BACKWARD_LOSS = "backward_loss"  # the series the agent records from backward() (agent/backward.py)
 
 
 def clip(text: str, limit: int) -> str:
@@ -63,24 +64,33 @@ class _Clock:
     step: int = 0
     tokens: int = 0
     samples: int = 0
+    seq_sq: int = 0  # sum over sequences of the squared length (steps that sent it)
+    seq_tokens: int = 0  # tokens of the steps that sent seq_sq
     last_t: float | None = None  # time of the previous step in this segment (None: none yet)
     timed_tokens: int = 0  # tokens of steps that have a previous step in the same segment
     timed_s: float = 0.0
-    recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))  # (dt, tokens)
-    recent_tokens: int = 0  # sums over `recent`, kept as it slides (exact for tokens)
+    # (dt, tokens, seq_sq, tokens that sent seq_sq) of the recent timed steps
+    recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))
+    recent_tokens: int = 0  # sums over `recent`, kept as it slides (exact for the ints)
     recent_s: float = 0.0
+    recent_sq: int = 0
+    recent_sq_tokens: int = 0
 
-    def push(self, dt: float, tokens: int) -> None:
+    def push(self, dt: float, tokens: int, seq_sq: int = 0, sq_tokens: int = 0) -> None:
         """Slide the recent window by one timed step."""
         if len(self.recent) == self.recent.maxlen:
-            old_dt, old_tokens = self.recent[0]
+            old_dt, old_tokens, old_sq, old_sq_tokens = self.recent[0]
             self.recent_s -= old_dt
             self.recent_tokens -= old_tokens
-        self.recent.append((dt, tokens))
+            self.recent_sq -= old_sq
+            self.recent_sq_tokens -= old_sq_tokens
+        self.recent.append((dt, tokens, seq_sq, sq_tokens))
         self.recent_tokens += tokens
+        self.recent_sq += seq_sq
+        self.recent_sq_tokens += sq_tokens
         self.recent_s += dt
         if self.step % 1024 == 0:  # re-sum now and then: no float drift over a long run
-            self.recent_s = math.fsum(d for d, _ in self.recent)
+            self.recent_s = math.fsum(d for d, *_ in self.recent)
 
 
 @dataclass
@@ -129,6 +139,7 @@ class Engine:
         self.records = 0
         self.hw = HardwareState()  # the sampler's GPU and host readings (issue 4)
         self.counted: dict[str, Any] | None = None  # rank 0's counted step (flops_counted)
+        self.step_clock: str | None = None  # rank 0's: "optimizer" or "backward" (step_clock)
         self.counting_seen: set[str] = set()  # rank 0's tokens_counting values
         self.process: dict[str, Any] | None = None  # tm attach: the watched process's facts
         # time spans (issue 5, docs/spec.md "Time spans"): rank 0's, inside segments
@@ -242,6 +253,7 @@ class Engine:
             self._check_stragglers()
         c, world = self.clock, self.world
         step, tokens, samples = rec["step"], rec.get("tokens"), rec.get("samples")
+        seq_sq = rec.get("seq_sq")
         if not 0 <= step < MAX_COUNT:  # validated ints: only the range is left to check
             self.bad_counts += 1
             step = c.step + 1
@@ -251,9 +263,16 @@ class Engine:
         if samples is None or not 0 <= samples < MAX_COUNT:
             self.bad_counts += samples is not None
             samples = 0
+        if seq_sq is not None and not (tokens and 0 <= seq_sq < MAX_COUNT):
+            self.bad_counts += not (0 <= seq_sq < MAX_COUNT)
+            seq_sq = None
+        sq_tokens = tokens * world if seq_sq is not None else 0
+        seq_sq = seq_sq * world if seq_sq is not None else 0
         c.step = step
         c.tokens += tokens * world
         c.samples += samples * world
+        c.seq_sq += seq_sq
+        c.seq_tokens += sq_tokens
         if c.last_t is None:
             self.seg_first_t = t
         elif t > c.last_t:
@@ -262,7 +281,7 @@ class Engine:
             self.span_inside_s += self.span_pending_s  # the spans since the previous step
             self.span_pending_s = 0.0
             c.timed_tokens += tokens * world
-            c.push(dt, tokens * world)
+            c.push(dt, tokens * world, seq_sq, sq_tokens)
             rate = metrics.throughput(c.recent_tokens, c.recent_s)
             if rate is not None:
                 self.timeline.append("tokens_per_s", c.step, rate)
@@ -364,6 +383,11 @@ class Engine:
             self.note(f"counted FLOPs: not counted in that step: {', '.join(missed)}; the "
                       "count misses their work")  # fmt: skip
 
+    def _on_step_clock(self, rec: dict) -> None:
+        """What clocks rank 0's steps: the optimizer, or backward() calls (agent/backward.py)."""
+        if rec["rank"] == 0:
+            self.step_clock = rec["source"]
+
     def _on_tokens_counting(self, rec: dict) -> None:
         """What rank 0's tokens are (docs/spec.md "Tokens and padding")."""
         if rec["rank"] != 0:
@@ -404,7 +428,12 @@ class Engine:
         rate = metrics.throughput(c.recent_tokens, recent_s)
         rate_avg = metrics.throughput(c.timed_tokens, c.timed_s)
         convention = self.opts.get("convention") or flops.DEFAULT_CONVENTION
-        fpt = flops.all_conventions(self.shape) if self.shape else {}
+        # FLOPs per token at the token-weighted mean sequence length: of the run (FLOPs spent,
+        # the run's MFU) and of the recent window (the MFU now); docs/spec.md "Snapshot"
+        seq_mean = c.seq_sq / c.seq_tokens if c.seq_tokens else None
+        seq_recent = c.recent_sq / c.recent_sq_tokens if c.recent_sq_tokens else seq_mean
+        fpt = flops.all_conventions_at(self.shape, seq_mean) if self.shape else {}
+        fpt_now = flops.all_conventions_at(self.shape, seq_recent) if self.shape else {}
         peak = self._peak()
         gpus = self._gpus()
         if gpus == 0 and peak is not None:
@@ -416,11 +445,12 @@ class Engine:
         # no ETA once the run (or the cell) has ended: nothing is moving towards the budget
         eta = metrics.eta_s(c.tokens, budget, rate) if moving else None
         model_rate = None
-        if rate is not None and fpt:
-            model_rate = {k: metrics.model_flops_per_s(rate, v) for k, v in fpt.items()}
+        if rate is not None and fpt_now:
+            model_rate = {k: metrics.model_flops_per_s(rate, v) for k, v in fpt_now.items()}
         notes = (
             list(self.notes)
             + self._gap_notes(peak, fpt, budget_flops, convention)
+            + self._loss_notes()
             + self.hw.notes()
         )
         return {
@@ -445,11 +475,15 @@ class Engine:
                 k: list(flops.missing_fields(self.shape, k)) for k, v in fpt.items() if v is None
             },
             "flops_spent": {k: (v * c.tokens if v is not None else None) for k, v in fpt.items()},
+            "seq_len_mean": seq_mean,
+            "seq_len_recent": seq_recent,
+            "flops_per_token_seq_len": seq_mean if seq_mean is not None else self._seq_len(),
+            "step_clock": self.step_clock or ("optimizer" if c.step else None),
             "dtype": self._dtype(),
             "peak": _peak_dict(peak),
-            "mfu": _mfu(rate, fpt, gpus, peak),
+            "mfu": _mfu(rate, fpt_now, gpus, peak),
             "mfu_avg": _mfu(rate_avg, fpt, gpus, peak),
-            "series": {k: dict(v) for k, v in self.series.items()},
+            "series": self._series_out(),
             "notes": notes,
             # docs/spec.md "Snapshot keys for the dashboard (issue 3)"
             "gpus": gpus,
@@ -486,6 +520,10 @@ class Engine:
         return {"compute": compute, "data": s["data"], "checkpoint": s["checkpoint"],
                 "eval": s["eval"], "other": max(0.0, elapsed - busy),
                 "warmup": s["warmup"]}  # fmt: skip
+
+    def _seq_len(self) -> int | None:
+        """The model record's sequence length (the first training batch's)."""
+        return self.shape.seq_len if self.shape is not None else None
 
     def _budget_tokens(self, budget_flops: float | None, fpt: float | None) -> float | None:
         """The declared token budget; else ``budget_flops / fpt`` (FLOP over FLOP/token under
@@ -553,6 +591,44 @@ class Engine:
         if self._attached() is not None and self.process is not None:
             return list(self.process.get("pids") or [])
         return list(self.agents)
+
+    def _series_out(self) -> dict[str, dict]:
+        """The series as the snapshot shows them: ``backward_loss`` is ``superseded`` (kept,
+        not drawn) once another train loss is reported (a tracker's, a framework's, emit's)."""
+        out = {k: dict(v) for k, v in self.series.items()}
+        if BACKWARD_LOSS in out and self._other_train_loss():
+            out[BACKWARD_LOSS]["superseded"] = True
+        return out
+
+    def _other_train_loss(self) -> bool:
+        """Whether a train loss other than ``backward_loss`` was reported."""
+        return any(
+            (v.get("role") or catalog.role(k)) == "train_loss"
+            for k, v in self.series.items()
+            if k != BACKWARD_LOSS
+        )
+
+    def _loss_notes(self) -> list[str]:
+        """Where the steps and the train loss come from, when it is not the usual place, and
+        what to do when there is no loss at all (docs/spec.md "Loss and steps without a
+        tracker")."""
+        out = []
+        if self._attached() is not None or not self.clock.step:
+            return out
+        if self.step_clock == "backward":
+            out.append("steps: no torch.optim optimizer stepped, so each training backward() "
+                       "call is a step; no counted FLOPs (they are counted at the 3rd optimizer "
+                       "step)")  # fmt: skip
+        names = [n for n in self.series if "loss" in n.lower()]
+        if BACKWARD_LOSS in names and not self._other_train_loss():
+            out.append(f"train loss: {BACKWARD_LOSS} is the value each training backward() "
+                       "was called on, summed over the step's micro-batches (no tracker, "
+                       "framework or trainmeter.emit reported a loss)")  # fmt: skip
+        elif not names:
+            out.append("loss: none reported (no tracker, framework or trainmeter.emit call, "
+                       "and no value backward() was called on could be read); add "
+                       "trainmeter.emit(train_loss=loss.item()) after the step")  # fmt: skip
+        return out
 
     def _gap_notes(self, peak, fpt: dict, budget_flops: float | None, convention: str) -> list:
         out = []

@@ -10,7 +10,7 @@ Standard library only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 CONVENTIONS = ("hf", "megatron", "titan", "embeddings")
 DEFAULT_CONVENTION = "titan"
@@ -286,6 +286,30 @@ def all_conventions(shape: ModelShape) -> dict[str, float | None]:
     return {name: flops_per_token(shape, name) for name in CONVENTIONS}
 
 
+def all_conventions_at(shape: ModelShape, seq_len: float | None) -> dict[str, float | None]:
+    """FLOPs per token under every convention at a real-valued sequence length (FLOP/token).
+
+    Inputs: a ModelShape; ``seq_len``, tokens per sequence (> 0), such as the token-weighted
+    mean length of a run whose sequences vary (``sum of T_i**2 / sum of T_i`` over its
+    sequences), or None for ``shape.seq_len`` itself.
+    Formula: every convention is affine in the sequence length (``a + b * T``: the attention
+    term is the only one with T in it, see each function), so its value at a real T is the
+    line through its values at T = 1 and T = 2: ``f(1) + (T - 1) * (f(2) - f(1))``. For
+    steps of lengths T_i with t_i tokens each, ``f(mean) * sum(t_i) = sum(f(T_i) * t_i)``:
+    FLOPs spent integrate the attention term over the real lengths.
+    Returns: ``{name: FLOP per token or None}`` as :func:`all_conventions`.
+    Raises: nothing.
+    """
+    if seq_len is None or shape.seq_len is None or not seq_len > 0:
+        return all_conventions(shape)
+    one, two = replace(shape, seq_len=1), replace(shape, seq_len=2)
+    out = {}
+    for name in CONVENTIONS:
+        f1, f2 = flops_per_token(one, name), flops_per_token(two, name)
+        out[name] = None if f1 is None or f2 is None else f1 + (seq_len - 1) * (f2 - f1)
+    return out
+
+
 def reference_model() -> ModelShape:
     """The pinned reference model of the product brief.
 
@@ -313,6 +337,7 @@ __all__ = [
     "DEFAULT_CONVENTION",
     "ModelShape",
     "all_conventions",
+    "all_conventions_at",
     "embeddings_flops_per_token",
     "flops_per_token",
     "hf_flops_per_token",

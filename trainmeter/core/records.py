@@ -32,8 +32,17 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     "agent_hello": {"pid": (int,), "rank": (int,), "world_size": (int,)},
     # the model the agent found: counts and shape (inputs of the FLOPs conventions)
     "model": {"params": (int,), "embedding_params": (int,), "token_embedding_params": (int,)},
-    # one optimizer step finished on a rank; tokens/samples seen since the previous step
-    "step": {"step": (int,), "rank": (int,), "tokens": _OPT_INT, "samples": _OPT_INT},
+    # one optimizer step finished on a rank; tokens/samples seen since the previous step, and
+    # seq_sq: the sum over those sequences of the squared sequence length (tokens x length)
+    "step": {
+        "step": (int,),
+        "rank": (int,),
+        "tokens": _OPT_INT,
+        "samples": _OPT_INT,
+        "seq_sq": _OPT_INT,
+    },
+    # what clocks a rank's steps from now on: `source` one of STEP_CLOCKS (agent/backward.py)
+    "step_clock": {"source": (str,), "rank": (int,)},
     # a time span on a rank (agent/spans.py): `name` its kind (SPAN_KINDS; others are kept, not
     # used), `t` its start, `dur` its own seconds (less the spans inside it)
     "span": {"name": (str,), "dur": _NUM, "rank": (int,)},
@@ -69,6 +78,7 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
 }
 
 SPAN_KINDS = ("data", "checkpoint", "eval", "warmup")
+STEP_CLOCKS = ("optimizer", "backward")  # the clock optimizer's steps, or backward() calls
 TOKENS_COUNTING = ("all positions", "non-pad")
 # sdpa: an attention kernel was counted; matmul: batched matmuls of two activations; "counted"
 # is what older agents wrote for sdpa
@@ -134,6 +144,8 @@ def validate(rec: Any) -> dict[str, Any]:
         _check_counted(rec)
     if kind == "tokens_counting" and rec["counting"] not in TOKENS_COUNTING:
         raise RecordError(f"tokens_counting: 'counting' must be one of {TOKENS_COUNTING}")
+    if kind == "step_clock" and rec["source"] not in STEP_CLOCKS:
+        raise RecordError(f"step_clock: 'source' must be one of {STEP_CLOCKS}")
     return rec
 
 
@@ -166,8 +178,9 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
 
     A ``steps`` batch (wire only, never in the run log) carries the steps one agent flush
     collected as columns: ``{"v", "k": "steps", "rank", "t0", "dt_us": [...], "step": [...],
-    "tokens": [...], "samples": [...]}`` (times: ``t0`` plus whole microseconds; a ``t`` list
-    of times is read too); encoding columns costs the training process far
+    "tokens": [...], "samples": [...], "seq_sq": [...]}`` (times: ``t0`` plus whole
+    microseconds; a ``t`` list of times is read too; ``seq_sq`` may be absent, as older agents
+    sent none); encoding columns costs the training process far
     less than one JSON object per step (docs/performance.md). A ``spans`` batch is the same for
     time spans: ``{"v", "k": "spans", "rank", "name": [...], "t": [...], "dur": [...]}``. An
     agent sends a flush's ``spans`` batch right after its ``steps`` batch, so every step that
@@ -186,32 +199,41 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
     if not isinstance(rec, dict) or rec.get("k") != "steps":
         return [validate(rec)]
     cols = [_step_times(rec), *(rec.get(c) for c in ("step", "tokens", "samples"))]
+    sq = rec.get("seq_sq")
+    if sq is not None:
+        cols.append(sq)
     if not all(isinstance(c, list) for c in cols) or len({len(c) for c in cols}) != 1:
         raise RecordError(
-            "steps batch: 't' (or 't0' and 'dt_us'), 'step', 'tokens', 'samples' must be "
-            "equal-length lists"
+            "steps batch: 't' (or 't0' and 'dt_us'), 'step', 'tokens', 'samples' (and "
+            "'seq_sq') must be equal-length lists"
         )
     rank, v = rec.get("rank", 0), rec.get("v")
-    out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
-            "samples": smp or None} for t, n, tok, smp in zip(*cols, strict=True)]  # fmt: skip
+    if sq is None:
+        out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
+                "samples": smp or None} for t, n, tok, smp in zip(*cols, strict=True)]  # fmt: skip
+    else:
+        out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
+                "samples": smp or None, "seq_sq": q or None}
+               for t, n, tok, smp, q in zip(*cols, strict=True)]  # fmt: skip
     if out:  # what validate() checks of each record, a column at a time (the supervisor's
         validate(out[0])  # CPU per step: docs/performance.md); the first in full
         _check_step_columns(*cols)
     return out
 
 
-def _check_step_columns(times: list, steps: list, tokens: list, samples: list) -> None:
+def _check_step_columns(times: list, steps: list, tokens: list, samples: list,
+                        seq_sq: list | None = None) -> None:  # fmt: skip
     """Every row of a steps batch as :func:`validate` would check its ``step`` record.
 
     Raises:
-        RecordError: a time that is not a finite number, a step that is not an int, or tokens
-            or samples that are neither an int nor null (bool is no number here either).
+        RecordError: a time that is not a finite number, a step that is not an int, or tokens,
+            samples or seq_sq that are neither an int nor null (bool is no number here either).
     """
     if not all(type(t) in (int, float) and _finite(t) for t in times):
         raise RecordError("step: 't' must be a finite number")
     if not all(type(n) is int for n in steps):
         raise RecordError("step: field 'step' must be an int")
-    for name, col in (("tokens", tokens), ("samples", samples)):
+    for name, col in (("tokens", tokens), ("samples", samples), ("seq_sq", seq_sq or ())):
         if not all(x is None or type(x) is int for x in col):
             raise RecordError(f"step: field {name!r} must be an int or null")
 
@@ -257,12 +279,17 @@ def encode(rec: dict[str, Any]) -> bytes:
 
 
 _STEP_KEYS = ("v", "k", "t", "step", "rank", "tokens", "samples")
+_STEP_KEYS_SQ = (*_STEP_KEYS, "seq_sq")
 _STEP_LINE = '{{"v":{},"k":"step","t":{},"step":{},"rank":{},"tokens":{},"samples":{}}}\n'
+_STEP_LINE_SQ = (
+    '{{"v":{},"k":"step","t":{},"step":{},"rank":{},"tokens":{},"samples":{},"seq_sq":{}}}\n'
+)
 
 
 def _step_line(rec: dict[str, Any]) -> bytes | None:
     """``rec`` formatted as ``json.dumps`` would, if it is a plain step record; else None."""
-    if tuple(rec) != _STEP_KEYS or rec["k"] != "step":
+    keys = tuple(rec)
+    if keys not in (_STEP_KEYS, _STEP_KEYS_SQ) or rec["k"] != "step":
         return None
     v, t, n, rank, tok, smp = (rec[k] for k in ("v", "t", "step", "rank", "tokens", "samples"))
     if type(t) is not float or not math.isfinite(t):
@@ -271,7 +298,13 @@ def _step_line(rec: dict[str, Any]) -> bytes | None:
         return None
     if not (tok is None or type(tok) is int) or not (smp is None or type(smp) is int):
         return None
-    return _STEP_LINE.format(v, repr(t), n, rank, _json_int(tok), _json_int(smp)).encode()
+    if len(keys) == len(_STEP_KEYS):
+        return _STEP_LINE.format(v, repr(t), n, rank, _json_int(tok), _json_int(smp)).encode()
+    sq = rec["seq_sq"]
+    if not (sq is None or type(sq) is int):
+        return None
+    line = _STEP_LINE_SQ.format(v, repr(t), n, rank, _json_int(tok), _json_int(smp), _json_int(sq))
+    return line.encode()
 
 
 def _json_int(x: int | None) -> str:
