@@ -6,7 +6,8 @@ each one gets the same three guarantees:
 - **It never raises into torch.** The installed callable runs the tap's function inside a
   ``try``; an exception warns once (``guard.failed`` with the hook's name), turns that hook dead
   (it returns at once from then on), removes it safely (below) and calls its ``on_fail`` with
-  the exception (the owner goes quiet). A hook always returns None: it never changes a call's arguments or result.
+  the exception (the owner goes quiet). A hook always returns None: it never changes a
+  call's arguments or result.
 - **It never mutates a dict torch is iterating.** ``Optimizer.profile_hook_step`` runs the pre-
   and post-step hooks with ``for hook in chain(a.values(), b.values())`` over live
   ``OrderedDict``s: an entry added or removed while that loop runs raises ``RuntimeError:
