@@ -12,6 +12,7 @@ Rank 0 prints ``step N loss L`` (its own loss) and, last, the ZOO line, whose to
 counts are summed over the ranks with ``dist.all_reduce``; the other rank prints nothing.
 """
 
+import gc
 import json
 
 import torch
@@ -78,6 +79,11 @@ def main():
             "counted_flops": flops,
         }
         print("ZOO " + json.dumps(counts), flush=True)
+    # the wrapped model holds the process group: collected now, not in the interpreter's last
+    # garbage collection, where a gloo worker thread that drops the last reference to a tensor
+    # aborts the rank (seen with FSDP2 here: fsdp2_gloo.py)
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 
