@@ -60,15 +60,28 @@ DEFAULT_TIMEOUT = 180  # seconds per run
 ENV = {"OMP_NUM_THREADS": "1"}
 
 EXPECT = {
+    "accelerate_accum": {"step_clock": "optimizer"},
     "bn_eval_first": {"span_eval": False},
     "checkpoint_every_n": {"span_checkpoint": True},
     "device_alias": {"peak": True},
     "eval_mode_training": {"span_eval": False},
     "frozen_teacher": {"span_eval": False},
+    "fsdp2_gloo": {"notes_exclude": ["no attention op was counted"]},
     "gan_two_optimizers": {"step_clock": "optimizer"},
+    "hf_gpt2_plain_loop": {
+        "notes_exclude": ["no attention op was counted"],
+        "step_clock": "optimizer",
+    },
+    "hf_trainer_eval": {"notes_exclude": ["no attention op was counted"], "span_eval": True},
+    "hf_trainer_padding_accum": {
+        "notes_exclude": ["no attention op was counted"],
+        "step_clock": "optimizer",
+    },
     "inference_mode_eval": {"span_eval": True},
     "iterable_dataset_workers": {"span_data": True},
     "lbfgs_closure": {"step_clock": "optimizer"},
+    "lightning_fit_val": {"span_eval": True, "step_clock": "optimizer"},
+    "lightning_no_logger": {"span_eval": True, "step_clock": "optimizer"},
     "manual_sgd": {"step_clock": "backward", "absent": {"counted_flops": "no counted FLOPs"}},
     "optimizer_in_backward": {"step_clock": "optimizer"},
     "print_only_loss": {"span_eval": True},
