@@ -21,6 +21,12 @@ so CUDA's device 0 is NVML's index 0):
 4. **The tiny GPT under ``tm``** (``examples/train_gpt.py --device cuda``, bf16 autocast): MFU
    from ``tm replay`` beside OFU (mean tensor activity while it trained), and the run's energy.
 
+5. **The loss from backward() on the device** (``benchmarks/loss_on_device.py`` under ``tm``):
+   a CUDA loop under ``torch.cuda.set_sync_debug_mode("error")`` (a synchronizing call raises),
+   whose ``backward_loss`` series must hold every step's loss, equal to the values the loop
+   printed after it, with no warning from trainmeter: the agent read them through its pinned
+   slots and polled events, never a synchronization.
+
 It prints one short table and, with ``--out DIR``, writes ``gpu_check.json`` and both run logs
 there. Budget: about 3 minutes on an H100/H200 (torch's CUDA start-up twice, 20 s of GEMMs, the
 GPT); every child has a timeout, so it ends within 8 minutes whatever happens. Record the
@@ -394,6 +400,41 @@ def analyze_gpt(log: list[dict], snap: dict, r: dict) -> dict:
     }
 
 
+LOSS_CHILD = ROOT / "benchmarks" / "loss_on_device.py"
+LOSS_STEPS = 200
+LOSS_TIMEOUT_S = 120.0
+
+
+def loss_on_device(work: Path) -> dict:
+    """Check 5: the loss read off the device without a synchronization (module docstring)."""
+    r = _tm(["--", sys.executable, str(LOSS_CHILD), "--steps", str(LOSS_STEPS)], work,
+            LOSS_TIMEOUT_S)  # fmt: skip
+    if r["rc"] != 0:
+        return {"error": f"child exit {r['rc']}: {r['stderr'][-1500:]}"}
+    return analyze_loss(r["stdout"], r["stderr"], _log(work))
+
+
+def analyze_loss(stdout: str, stderr: str, log: list[dict]) -> dict:
+    """The ``backward_loss`` series of the run against the ``LOSSES`` line the loop printed."""
+    printed = [ln for ln in stdout.splitlines() if ln.startswith("LOSSES ")]
+    if not printed:
+        return {"error": "the loop printed no LOSSES line"}
+    expected = json.loads(printed[0].split(" ", 1)[1])
+    warned = [ln for ln in stderr.splitlines() if "[trainmeter]" in ln]
+    got = [(rec["step"], rec["value"]) for rec in log
+           if rec["k"] == "series" and rec["name"] == "backward_loss"]  # fmt: skip
+    values = [v for _, v in sorted(got)]
+    pairs = zip(values, expected, strict=False)  # unequal lengths: "recorded" says so
+    return {
+        "steps": len(expected),
+        "recorded": len(values),
+        "equal": values == expected,
+        "first_mismatch": next((i for i, (a, b) in enumerate(pairs) if a != b), None),
+        "warnings": warned,
+        "ok": values == expected and not warned,
+    }
+
+
 # --- the table --------------------------------------------------------------------------------
 
 
@@ -520,8 +561,20 @@ def table(r: dict) -> list[str]:
             ("energy (tiny GPT run)", f"{_joules(g['energy_j'])} J over {_fmt(g['elapsed_s'])} s"),
             ("libcuda in tm (GPT run)", str(g["libcuda_in_tm"])),
         ]
+    rows.append(("loss from backward() on GPU", _loss_text(r.get("loss", {}))))
     width = max(len(k) for k, _ in rows)
     return [f"{k.ljust(width)}  {v}" for k, v in rows]
+
+
+def _loss_text(m: dict) -> str:
+    if "error" in m:
+        return m["error"].splitlines()[-1] if m["error"] else "error"
+    if not m:
+        return "not run"
+    verdict = "OK" if m["ok"] else "FAILED"
+    return (f"{verdict}: {m['recorded']} of {m['steps']} steps recorded, values "
+            f"{'equal' if m['equal'] else 'differ at ' + str(m['first_mismatch'])}, under "
+            f"sync debug mode 'error'; trainmeter warnings: {len(m['warnings'])}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -569,9 +622,15 @@ def main(argv: list[str] | None = None) -> int:
             result["gpt"] = gpt(work / "gpt", args.gpt_steps)
         else:
             result["gpt"] = {"error": "skipped: out of time"}
+        (work / "loss").mkdir()
+        if time.monotonic() - began < DEADLINE_S:
+            print("gpu_check: the loss from backward() on the device", file=sys.stderr, flush=True)
+            result["loss"] = loss_on_device(work / "loss")
+        else:
+            result["loss"] = {"error": "skipped: out of time"}
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
-            for name in ("matmul", "gpt"):
+            for name in ("matmul", "gpt", "loss"):
                 for log in (work / name / ".trainmeter" / "runs").glob("*/run.jsonl"):
                     shutil.copy(log, args.out / f"{name}.run.jsonl")
     finally:

@@ -41,12 +41,13 @@ FAULTS = {
     "counted-FLOPs pre-hook": (flop_count.FlopCount, "_on_forward"),
     "counted-FLOPs forward hook": (flop_count.FlopCount, "_after_forward"),
     "counted-FLOPs step hook": (flop_count.FlopCount, "_before_step"),
+    "counted-FLOPs closure-step hook": (flop_count.FlopCount, "_after_step"),
     "backward tap": (backward, "_now"),  # the time stamp inside the backward() wrapper
     "batch axes": (torch_taps.BatchAxes, "see"),
 }
 HOOK_FUNCS = {  # the door's hook functions, by their names as methods
     "_on_step", "_g_pre", "_g_post", "_closure_step", "_warm_forward", "_eval_forward",
-    "_on_forward", "_after_forward", "_before_step",
+    "_on_forward", "_after_forward", "_before_step", "_after_step",
 }  # fmt: skip
 
 

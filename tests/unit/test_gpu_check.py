@@ -113,3 +113,24 @@ def test_the_gpt_analysis_reads_mfu_and_ofu(tmp_path):
     assert 0.4 <= g["ofu"] <= 0.6
     text = "\n".join(gc.table({"static": gc.static_facts(open_backend("fake:h100")), "gpt": g}))
     assert "MFU 0.4% [titan] vs OFU" in text
+
+
+def _loss_log(values):
+    return [{"k": "series", "name": "backward_loss", "step": i + 1, "value": v, "t": 0.0}
+            for i, v in enumerate(values)]  # fmt: skip
+
+
+def test_the_device_loss_check_passes_only_on_every_value_equal_and_no_warning():
+    gc = _module()
+    printed = "step lines\nLOSSES [0.5, 0.25, 0.125]\n"
+    ok = gc.analyze_loss(printed, "", _loss_log([0.5, 0.25, 0.125]))
+    assert ok["ok"] and ok["recorded"] == ok["steps"] == 3
+    assert gc._loss_text(ok).startswith("OK: 3 of 3 steps recorded, values equal")
+    short = gc.analyze_loss(printed, "", _loss_log([0.5, 0.25]))  # the last copy never read
+    assert not short["ok"] and short["recorded"] == 2
+    off = gc.analyze_loss(printed, "", _loss_log([0.5, 0.3, 0.125]))
+    assert not off["ok"] and off["first_mismatch"] == 1
+    warned = "[trainmeter] backward tap stopped after an internal error: RuntimeError: sync\n"
+    bad = gc.analyze_loss(printed, warned, _loss_log([0.5, 0.25, 0.125]))
+    assert not bad["ok"] and gc._loss_text(bad).startswith("FAILED")
+    assert "error" in gc.analyze_loss("no line\n", "", [])

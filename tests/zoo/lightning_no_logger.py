@@ -83,6 +83,9 @@ def main():
         **model.seen,
         "losses": model.step_losses,
         "loss_series": "train_loss",
+        # Lightning hands its loggers the step before the optimizer step (its TensorBoard file
+        # holds the same numbers); the framework tap keeps them (docs/spec.md "Framework taps")
+        "loss_first_step": 0,
         "params": sum(p.numel() for p in model.parameters()),
         "counted_flops": flops,
     }

@@ -117,6 +117,7 @@ FIGURES = {
     "params": lambda snap, log, zoo: _model(snap).get("params"),
     "losses": lambda snap, log, zoo: _series(log, zoo.get("loss_series")) or None,
     "loss_series": lambda snap, log, zoo: zoo.get("loss_series"),  # names which series
+    "loss_first_step": lambda snap, log, zoo: zoo.get("loss_first_step"),  # ... from which step
     "counted_flops": lambda snap, log, zoo: _counted(log).get("flops"),
     "attention": lambda snap, log, zoo: _counted(log).get("attention"),
     # the model record's fields the program knows from its own config: {field: value}
@@ -222,11 +223,12 @@ def figure_problems(zoo: dict, snap: dict, log: list[dict]) -> list[str]:
     out = [f"ZOO line: unknown figure {k!r} (known: {sorted(FIGURES)})"
            for k in zoo if k not in FIGURES]  # fmt: skip
     for name, expected in zoo.items():
-        if name not in FIGURES or name == "loss_series":
+        if name not in FIGURES or name in ("loss_series", "loss_first_step"):
             continue
         got = FIGURES[name](snap, log, zoo)
         if name == "losses":
-            out += _loss_problems(expected, zoo.get("loss_series"), got or [])
+            first = zoo.get("loss_first_step", 1)
+            out += _loss_problems(expected, zoo.get("loss_series"), got or [], first)
         elif name == "model":
             out += [f"model.{k}: expected {v!r}, got {got.get(k)!r}"
                     for k, v in expected.items() if got.get(k) != v]  # fmt: skip
@@ -235,15 +237,17 @@ def figure_problems(zoo: dict, snap: dict, log: list[dict]) -> list[str]:
     return out
 
 
-def _loss_problems(expected: list, series, got: list) -> list[str]:
-    """The series ``series`` holds the expected losses at steps 1..N (rel 1e-6)."""
+def _loss_problems(expected: list, series, got: list, first: int = 1) -> list[str]:
+    """The series ``series`` holds the expected losses at steps first..first+N-1 (rel 1e-6;
+    ``first`` is the ZOO line's ``loss_first_step``, default 1: a framework such as Lightning
+    gives its loggers its own step numbers, and the series keeps them)."""
     if not series:
         return ["losses: the ZOO line gives no loss_series"]
     steps = [s for s, _ in got]
-    if steps != list(range(1, len(expected) + 1)):
-        return [f"losses: expected series {series!r} at steps 1..{len(expected)}, got steps "
-                f"{steps[:40]}"]  # fmt: skip
-    for i, (want, (_, have)) in enumerate(zip(expected, got, strict=True), start=1):
+    if steps != list(range(first, first + len(expected))):
+        return [f"losses: expected series {series!r} at steps {first}..{first + len(expected) - 1}"
+                f", got steps {steps[:40]}"]  # fmt: skip
+    for i, (want, (_, have)) in enumerate(zip(expected, got, strict=True), start=first):
         if not math.isclose(have, want, rel_tol=1e-6):
             return [f"losses: {series!r} at step {i}: expected {want!r}, got {have!r}"]
     return []

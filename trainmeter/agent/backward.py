@@ -31,10 +31,12 @@ optimizer step stamps (step_clock.py), and:
   when a second optimizer steps outside backward between clock steps (a GAN's generator and
   discriminator), the sum mixes two losses, and none is recorded (the taps send a note);
 - **the step clock without an optimizer**: until an optimizer step is seen, backward calls are
-  kept as provisional steps (with the tokens queued before each); once ``FALLBACK_CALLS``
-  backward calls, or ``FALLBACK_S`` seconds of them, have come with no optimizer step, each
-  backward call is a step (``step_clock`` record, source ``backward``). An optimizer step seen
-  later takes the clock back (``step_clock`` source ``optimizer``; its numbering restarts).
+  kept as provisional steps. Once ``FALLBACK_CALLS`` backward calls, or ``FALLBACK_S`` seconds
+  of them, have come with no optimizer step (or the process ends first), the training thread
+  decides (:meth:`BackwardTap.watch`): the taps choose the root model from discovery and queue
+  a :class:`Fallback` with each provisional step's token counts, and each backward call is a
+  step from then on (``step_clock`` record, source ``backward``). An optimizer step seen later
+  takes the clock back (``step_clock`` source ``optimizer``; its numbering restarts).
 
 Losses go out as ``series`` records named ``LOSS_SERIES`` with role ``train_loss``. Once a
 tracker, a framework or ``emit`` reports a train loss, theirs is the run's: the ledger sends no
@@ -79,6 +81,9 @@ class BackwardTap:
         self.torch = torch
         self.put = agent.sender.put_step
         self.calls = 0  # backward calls seen (the training thread counts them)
+        self.watching = True  # no optimizer step yet: may backward() be the clock?
+        self.first_t: float | None = None  # the first backward call's time (s since epoch)
+        self.on_fallback = lambda: None  # the taps: backward() is the clock (see watch)
         self.scaled: list = [None]  # (scaled tensor, loss) from the last GradScaler.scale
         self.ring: DeviceRing | None = None
         self._saved: list[tuple] = []  # classattr saves (backward, scale, step)
@@ -119,7 +124,10 @@ class BackwardTap:
                         x = pair[1]  # AMP: the loss before GradScaler.scale
                     if type(x) is tensor and not x.is_cpu:
                         x = tap.device_slot(x)
-                    put((_now(), x))
+                    t = _now()
+                    put((t, x))
+                    if tap.watching:
+                        tap.watch(t)
                 except Exception as exc:
                     tap.on = False
                     guard.failed(NAME, exc)
@@ -127,6 +135,15 @@ class BackwardTap:
 
         backward.__wrapped__ = orig
         return backward
+
+    def watch(self, t: float) -> None:
+        """No optimizer has stepped yet: after ``FALLBACK_CALLS`` backward calls, or
+        ``FALLBACK_S`` seconds of them, backward() is the clock (the taps' ``on_fallback``)."""
+        if self.first_t is None:
+            self.first_t = t
+        if self.calls >= FALLBACK_CALLS or (self.calls >= 2 and t - self.first_t >= FALLBACK_S):
+            self.watching = False
+            self.on_fallback()
 
     def device_slot(self, x):
         """A ring slot holding a non-blocking copy of ``x`` (a CUDA tensor), or None."""
@@ -158,6 +175,16 @@ def _step_wrapper(orig, put):
 
     step.__wrapped__ = orig
     return step
+
+
+class Fallback:
+    """Queued when backward() becomes the clock: ``counts[i]``, the (tokens, samples, seq_sq)
+    discovery saw fed to the root before the (i + 1)-th backward call."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts: list[tuple[int, int, int]]) -> None:
+        self.counts = counts
 
 
 class DeviceRing:
@@ -219,7 +246,9 @@ class Ledger:
         self.inside = False  # after STEP_BEGIN: inside a closure step
         self.taken = False  # ... and its first backward is counted
         self.scaler_open = self.scaler_stamped = False
-        self.state = "hold"  # hold (until LOSS_ON/OFF) | on | off
+        # hold (until LOSS_ON/OFF) | on | off; only rank 0 records (as the frameworks' own
+        # loggers do): every rank's loss at the same step would be one series twice
+        self.state = "hold" if rank == 0 else "off"
         self.held: list[tuple] = []  # (step, t, values) while holding
         self.pending: list[tuple] = []  # (step, t, values) with device copies in flight
         self.nonfinite = 0
@@ -263,24 +292,22 @@ class Ledger:
         self.losses.append(value)
         return "loss"
 
-    def fall_back_due(self) -> bool:
-        """Enough backward calls with no optimizer step: backward() is the clock now."""
-        early = self.early
-        if len(early) >= FALLBACK_CALLS:
-            return True
-        return len(early) >= 2 and early[-1][0] - early[0][0] >= FALLBACK_S
-
-    def fall_back(self, last: int, add, records: list) -> int:
+    def fall_back(self, item: Fallback, last: int, add, records: list) -> int:
         """Each kept backward call becomes a step (``add(t, step, tokens, samples, seq_sq)``,
-        its loss with it); returns the last step number."""
+        with the counts ``item`` gives for it from discovery, and its loss); returns the last
+        step number."""
+        if self.clock != "unknown" or not self.early:
+            return last
         self.clock = "backward"
-        self.state = "on"  # one loss per step, nothing to mix up
+        if self.state == "hold":
+            self.state = "on"  # one loss per step, nothing to mix up
         records.append(_clock_record(self.early[0][0], "backward", self.rank))
         early, self.early = self.early, []
-        for t, value, tok, smp, sq in early:
+        for i, (t, value, tok, smp, sq) in enumerate(early):
+            more = item.counts[i] if i < len(item.counts) else (0, 0, 0)
             last += 1
             self.losses = [value]
-            add(t, last, tok, smp, sq)
+            add(t, last, tok + more[0], smp + more[1], sq + more[2])
         return last
 
     def optimizer_step(self, t: float, n: int, tokens: int, samples: int, seq_sq: int,
@@ -328,9 +355,12 @@ class Ledger:
         """The run ends: held losses go out (nothing said otherwise), pending ones if ready."""
         if self.state == "hold":
             self._release("on")
-        self.poll(out)
+        self.poll(out)  # (a copy still in flight now is lost: the process is ending)
 
     def _release(self, state: str) -> None:
+        """Decide the held losses (``on``: they go out; ``off``: dropped); ``off`` is final."""
+        if self.state == "off":
+            return
         held, self.held, self.state = self.held, [], state
         if state == "on":
             self.pending += held

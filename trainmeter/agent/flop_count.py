@@ -86,7 +86,7 @@ class FlopCount:
     def __init__(self, taps) -> None:
         self.taps = taps
         self.done = False  # counted (or refused) in this run
-        self.state = "off"  # off | wait | armed | counting | closing | finished
+        self.state = "off"  # off | wait | armed | counting | in step | closing | finished
         self._hooks: dict = {}  # name -> hooks.Hook (through the taps' door)
         self._counter = None
         self.mapped: list[str] = []  # ops given a formula torch lacks (_SAME_FORMULA, RECURRENT)
@@ -157,12 +157,12 @@ class FlopCount:
         if module is not root:
             return
         if not taps.torch.is_grad_enabled():
-            if self.state == "counting":
+            if self.state in ("counting", "in step"):
                 self._aside += 1  # back to 0 at its end (_after_forward)
             return
         if self.state == "armed":
             self._enter()
-        elif self.state == "counting":
+        elif self.state in ("counting", "in step"):
             self._forwards += 1
             if self._forwards > MAX_FORWARDS:
                 self._finish(f"no optimizer step after {MAX_FORWARDS} forwards")
@@ -180,6 +180,9 @@ class FlopCount:
         end of that backward."""
         if self.state != "counting" or id(optimizer) != self.taps.clock_id:
             return
+        if callable(args[1] if len(args) > 1 else kwargs.get("closure")):
+            self.state = "in step"  # the closure runs forwards and backwards inside the step:
+            return  # the count ends after it (_after_step)
         if _inside_backward(self.taps.torch):
             self.state = "closing"
             engine = getattr(getattr(self.taps.torch.autograd, "Variable", None),
@@ -189,6 +192,12 @@ class FlopCount:
                 queue(self._backward_done)
             return  # else at the first module call after it (_on_forward)
         self._conclude()
+
+    def _after_step(self, optimizer, args, kwargs) -> None:
+        """Optimizer post-hook of a counted step that took a closure (LBFGS, Lightning): the
+        closure's forwards and backwards ran inside the step, so the count ends here."""
+        if self.state == "in step" and id(optimizer) == self.taps.clock_id:
+            self._conclude()
 
     def _backward_done(self) -> None:
         """End of the backward the counted step's optimizer ran in (autograd's callback)."""
@@ -240,11 +249,15 @@ class FlopCount:
         counter.mod_tracker = _GlobalOnly()
         counter._count_flops = self._guarded(counter._count_flops)
         self._add("pre", "optimizer_pre", self._before_step)
+        self._add("post", "optimizer_post", self._after_step)
         self._add("end", "forward", self._after_forward)
         self._forwards, self._aside, self._error = 1, 0, None
         self._thread = threading.get_ident()
         counter.__enter__()
-        self._counter, self.state = counter, "counting"
+        # a forward inside the step itself (a closure: Lightning, LBFGS) has passed the step's
+        # pre-hook already: the count ends after that step (_after_step)
+        self._counter = counter
+        self.state = "in step" if self.taps.door.inside_step() else "counting"
 
     def _guarded(self, count):
         """``FlopCounterMode._count_flops`` that never raises into the op being dispatched: the

@@ -35,8 +35,18 @@ import sys
 from collections.abc import Callable
 
 from trainmeter.agent import guard
+from trainmeter.agent.classattr import restore, set_attr
 
 OPTIMIZER_KINDS = ("optimizer_pre", "optimizer_post")
+NAME_GLOBAL = "_has_any_global_hook"  # torch.nn.modules.module's: see Door._hide_from_compile
+_GLOBAL_DICTS = (  # what that function looks at (torch/nn/modules/module.py)
+    "_global_backward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_forward_hooks",
+    "_global_forward_hooks_always_called",
+    "_global_forward_hooks_with_kwargs",
+)
 KINDS = ("forward_pre", "forward", *OPTIMIZER_KINDS)
 
 
@@ -69,7 +79,9 @@ class Door:
         self.hooks: list[Hook] = []  # live hooks (added or waiting to be)
         self.funcs: set[str] = set()  # names of every function ever added (tests read it)
         self.on_defer = None  # called when a change waits: the owner finds a safe point soon
+        self.ids: set[int] = set()  # torch's handle ids of every module hook of ours
         self._loop_code = _hook_loop_code(torch)
+        self._saved = None  # the classattr save of torch's _has_any_global_hook
 
     # -- adding -------------------------------------------------------------------------------
     def add(self, kind: str, fn: Callable, name: str, on_fail=None) -> Hook:
@@ -93,14 +105,16 @@ class Door:
 
     def _install(self, hook: Hook) -> None:
         torch, call = self.torch, _guarded(hook)
-        if hook.kind == "forward_pre":
+        if hook.kind in ("forward_pre", "forward"):
             registry = sys.modules[torch.nn.Module.__module__]
-            hook.handle = registry.register_module_forward_pre_hook(call)
-        elif hook.kind == "forward":
-            registry = sys.modules[torch.nn.Module.__module__]
-            hook.handle = registry.register_module_forward_hook(
-                call, with_kwargs=True, always_call=True
-            )
+            if hook.kind == "forward_pre":
+                hook.handle = registry.register_module_forward_pre_hook(call)
+            else:
+                hook.handle = registry.register_module_forward_hook(
+                    call, with_kwargs=True, always_call=True
+                )
+            self.ids.add(hook.handle.id)
+            self._hide_from_compile(registry)
         else:
             registry = sys.modules[torch.optim.Optimizer.__module__]
             register = (registry.register_optimizer_step_pre_hook if hook.kind == "optimizer_pre"
@@ -150,6 +164,37 @@ class Door:
                 hook.dead = True
                 guard.failed(hook.name, exc)
 
+    def _hide_from_compile(self, registry) -> None:
+        """``torch.compile(module)`` warns when any global module hook exists (its
+        ``OptimizedModule.__call__`` asks ``module._has_any_global_hook()``, used for nothing
+        else), so the agent's own discovery hooks made a user see a warning about hooks they
+        never added. The question is answered without ours; a hook of the user's still warns."""
+        if self._saved is not None or not callable(getattr(registry, NAME_GLOBAL, None)):
+            return
+        names, ids = _GLOBAL_DICTS, self.ids
+
+        def _has_any_global_hook() -> bool:
+            return any(k not in ids for n in names for k in getattr(registry, n, {}))
+
+        self._saved = set_attr(registry, NAME_GLOBAL, _has_any_global_hook)
+
+    def close(self) -> None:
+        """Every hook of ours out (where safe now), torch's global-hook question back."""
+        self.remove_all()
+        self.flush()
+        saved, self._saved = self._saved, None
+        restore(saved)
+
+    def inside_step(self) -> bool:
+        """Whether this thread is inside an optimizer's ``step()`` (a closure running)."""
+        code = self._loop_code
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code is code:
+                return True
+            frame = frame.f_back
+        return False
+
     def safe(self) -> bool:
         """Whether an optimizer hook dict may change now (no hook loop runs on this thread)."""
         return not in_optimizer_hooks(self._loop_code)
@@ -159,10 +204,16 @@ def _guarded(hook: Hook):
     """The callable torch holds for ``hook``: the tap's function inside the guard."""
     fn = hook.fn
 
+    forward = hook.kind == "forward"
+
     def trainmeter_hook(*args):
         if hook.dead:
             return None
         try:
+            if forward and len(args) == 3:
+                # a forward that raised: torch calls always-called hooks as (module, args,
+                # result), without the kwargs they were registered for (module.py, torch 2.x)
+                args = (args[0], args[1], {}, None)
             fn(*args)
         except Exception as exc:
             hook.dead = True

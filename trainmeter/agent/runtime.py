@@ -192,6 +192,8 @@ def uninstall() -> None:
 def _at_exit() -> None:
     try:
         if _agent is not None:
+            if _agent.torch_taps is not None and _agent.armed:
+                _agent.torch_taps.finish()  # a short loop clocked by backward() (backward.py)
             _agent.sender.close()
     except Exception:
         pass

@@ -35,7 +35,7 @@ import threading
 from collections import deque
 
 from trainmeter.agent import guard
-from trainmeter.agent.backward import Ledger
+from trainmeter.agent.backward import Fallback, Ledger
 
 MAX_QUEUE = 200_000  # items; ~20 s of a 5 kHz step rate before the oldest are dropped
 MIN_INTERVAL = 0.005  # s: the shortest wait between flushes when items pile up
@@ -299,8 +299,6 @@ class QueueReader:
                         add(item[0], last, tok, smp, sq)
                     if what in ("step", "kept"):  # counted now, or kept with the call
                         tok = smp = sq = 0
-                    if what == "kept" and led.fall_back_due():
-                        last = led.fall_back(last, add, records)
                 elif item == FORGET:
                     tok = smp = sq = 0
                 else:
@@ -310,6 +308,8 @@ class QueueReader:
                 tok, smp, sq = tok + more_tok, smp + more_smp, sq + more_sq
             elif kind is dict:
                 (self.waiting if item.pop("await_step", False) else records).append(item)
+            elif kind is Fallback:  # backward() is the clock from now on (backward.py)
+                last = led.fall_back(item, last, add, records)
             elif isinstance(item, tensor):  # a tensor subclass
                 more_tok, more_smp, more_sq = count_call((item,), None)
                 tok, smp, sq = tok + more_tok, smp + more_smp, sq + more_sq

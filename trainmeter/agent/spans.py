@@ -369,10 +369,11 @@ class Spans:
         self._stack.append(frame)
         self._warm = (frame, _wall(), _perf())
 
-    def first_step(self) -> None:
+    def first_step(self, warm: bool = True) -> None:
         """The clock optimizer's first step in a run or a notebook cell (step_clock.py calls it
         through the taps): warm-up ends, and an evaluation phase on a module that does not hold
-        the root just found (a frozen teacher) is dropped."""
+        the root just found (a frozen teacher) is dropped. ``warm`` False: backward() became
+        the clock, many steps after the first, so the open warm-up span is dropped."""
         try:
             p1 = _perf()
             self._remove_warm_hooks()
@@ -381,7 +382,10 @@ class Spans:
                 self.thread = _ident()  # the training thread from now on
             if self._warm is not None:
                 (frame, t0, p0), self._warm = self._warm, None
-                self._end("warmup", t0, p1 - p0, frame)
+                if warm:
+                    self._end("warmup", t0, p1 - p0, frame)
+                else:
+                    _unstack(self._stack, frame)
             if self.active:
                 self._patch_optional()  # a saver module whose import started torch
         except Exception as exc:

@@ -40,6 +40,7 @@ from trainmeter.agent.backward import (
     STEP_BEGIN,
     SUPERSEDED,
     BackwardTap,
+    Fallback,
 )
 from trainmeter.agent.classattr import restore, set_attr
 from trainmeter.agent.compile_watch import CompileWatch
@@ -84,6 +85,7 @@ class TorchTaps:
         self.clock = StepClock(self, torch)  # one step record per clock-optimizer step
         self.axes = BatchAxes(torch)  # the inputs' batch and sequence axes (shapes.py)
         self.backward = BackwardTap(agent, torch)  # loss, and the clock with no optimizer
+        self.backward.on_fallback = self._backward_clock
         self._cells: dict = {}  # the counting __call__'s "root_id" and "tracing" cells
         self._depth = 0
         self._roots: dict[int, list] = {}  # id -> [module, calls' input shapes, bytes, calls]
@@ -217,8 +219,7 @@ class TorchTaps:
         self.flop_count.stop()
         self._backward("stop")
         self._closure = None
-        self.door.remove_all()
-        self.door.flush()
+        self.door.close()
 
     def _spans(self, method: str, *args) -> None:
         try:
@@ -278,7 +279,7 @@ class TorchTaps:
         """(tokens, samples, seq_sq) of one root call: metadata only (``shape``, ``dtype``), so
         safe from the sender thread and never a device sync; ``--pad-tokens skip`` counts the
         attention mask's nonzero positions where it may (pad_tokens.py)."""
-        return self._count(self._input(args, kwargs), kwargs)
+        return self._count(self._input(args, kwargs), _keywords(args, kwargs))
 
     def _count(self, x, kwargs) -> tuple[int, int, int]:
         """(tokens, samples, seq_sq) of a call whose token tensor is ``x`` (None: not a
@@ -292,11 +293,21 @@ class TorchTaps:
         return tokens, samples, seq_sq
 
     def _input(self, args, kwargs):
-        """The call's token tensor: the first positional argument, else the first of the
-        ``_TOKEN_KWARGS`` keywords that holds a tensor; None if neither is a tensor."""
+        """The call's token tensor: the first positional argument; in a batch passed whole
+        (``model(batch)``), the dict's first ``_TOKEN_KWARGS`` key that holds a tensor, or the
+        list's or tuple's first item; with no positional argument, the first of the
+        ``_TOKEN_KWARGS`` keywords that holds a tensor; else None."""
         tensor = self.tensor_type
         if args:
-            return args[0] if isinstance(args[0], tensor) else None
+            first = args[0]
+            if isinstance(first, tensor):
+                return first
+            if isinstance(first, dict):
+                kwargs = first
+            elif isinstance(first, (list, tuple)) and first:
+                return first[0] if isinstance(first[0], tensor) else None
+            else:
+                return None
         values = (kwargs.get(key) for key in _TOKEN_KWARGS) if kwargs else ()
         return next((v for v in values if isinstance(v, tensor)), None)
 
@@ -314,9 +325,9 @@ class TorchTaps:
         x = self._input(args, kwargs)
         entry = self._roots.setdefault(id(module), [module, [], 0, 0])
         if x is not None and len(entry[1]) < MAX_DISCOVERY_CALLS:
-            mask = self.pad.mask(kwargs) if self.pad is not None else None
-            entry[1].append((x.shape, x.dtype in self.int_dtypes, x if mask is not None else None,
-                             mask))  # fmt: skip
+            mask = self.pad.mask(_keywords(args, kwargs)) if self.pad is not None else None
+            keep = x if mask is not None else None  # read at the first step (pad_tokens.py)
+            entry[1].append((x.shape, x.dtype in self.int_dtypes, keep, mask, self.backward.calls))
         entry[2] += x.element_size() * x.numel() if x is not None else 0
         entry[3] += 1
 
@@ -342,6 +353,7 @@ class TorchTaps:
         the most parameters with ``optimizer``; returns discovery's (tokens, samples, seq_sq)
         for it. Warm-up ends here (spans.py)."""
         self._spans("first_step")
+        self.backward.watching = False  # an optimizer clocks the steps
         closure = args[1] if len(args) > 1 else (kwargs or {}).get("closure")
         if not callable(closure) and self._closure is not None:
             self._closure.remove()  # a plain step: no marker needed (the door waits to remove)
@@ -359,30 +371,64 @@ class TorchTaps:
         if best is None:
             return 0, 0, 0
         root, calls, nbytes, n = best
-        counts = self._discovered(calls)
+        (counts,) = self._discovered(calls)
         per_call = max(8, nbytes // max(n, 1))  # bytes a queued input holds on to
         self.agent.sender.max_items = max(MIN_QUEUED, min(MAX_QUEUED, DEFER_BYTES // per_call))
         self._patch_call(root)
         self.agent.put_model(self._model_fields(root, calls))
         return counts
 
-    def _discovered(self, calls: list) -> tuple[int, int, int]:
+    def _discovered(self, calls: list, steps: int = 1) -> list[tuple[int, int, int]]:
         """Discovery's counts for the root's calls, along the batch axis their first shape
-        gives (shapes.py), which the sender uses from now on."""
+        gives (shapes.py), which the sender uses from now on: one (tokens, samples, seq_sq) per
+        step, the calls made before the (i + 1)-th backward() in step i (all in the last one
+        when ``steps`` is 1: the optimizer's first step)."""
         axis = self.axes.decide(calls[0][0]) if calls else 0
         self.agent.sender.reader.batch_axis = axis
-        tokens = samples = seq_sq = 0
-        for shape, ids, x, mask in calls:
+        out = [[0, 0, 0] for _ in range(steps)]
+        for shape, ids, x, mask, before in calls:
             tok, smp, sq = count(shape, ids, axis)
             if tok and mask is not None:
                 kept = self.pad.tokens(x, mask)
                 tok, sq = kept, kept * (tok // smp if smp else 0)
-            tokens, samples, seq_sq = tokens + tok, samples + smp, seq_sq + sq
-        return tokens, samples, seq_sq
+            row = out[min(before, steps - 1)]
+            row[0], row[1], row[2] = row[0] + tok, row[1] + smp, row[2] + sq
+        return [tuple(r) for r in out]
+
+    def _backward_clock(self) -> None:
+        """No optimizer has stepped in the first backward() calls (backward.py ``watch``):
+        those calls are the steps. The root is the top-level module with the most trainable
+        parameters; each step gets the tokens discovery saw before its backward()."""
+        calls = self.backward.calls
+        if not self._handles or self.off:  # the root is known already (or the taps are off)
+            self._put(Fallback([]))
+            return
+        self._remove_global()
+        self._spans("first_step", False)
+        if self._closure is not None:
+            self._closure.remove()
+            self._closure = None
+        best = max(self._roots.values(), key=_trainable, default=None)
+        self._roots.clear()
+        if best is None:
+            self._put(Fallback([]))
+            return
+        root, shapes = best[0], best[1]
+        counts = self._discovered(shapes, max(calls, 1))
+        self._patch_call(root)
+        self.agent.put_model(self._model_fields(root, shapes))
+        self._put(Fallback(counts))
+
+    def finish(self) -> None:
+        """The process ends: a loop that stepped no optimizer in fewer backward() calls than
+        the fallback waits for is clocked by them all the same."""
+        if self.backward.watching and self.backward.calls and not self.off:
+            self.backward.watching = False
+            self._backward_clock()
 
     def _model_fields(self, root, calls: list) -> dict[str, Any]:
         seq_len = None
-        ids = [shape for shape, is_ids, _, _ in calls if is_ids]
+        ids = [shape for shape, is_ids, *_ in calls if is_ids]
         if ids:  # the first training batch's positions per sample (its sequence length)
             tokens, samples, _ = count(ids[0], True, self.axes.axis)
             seq_len = tokens // samples if samples else None
@@ -424,6 +470,19 @@ class TorchTaps:
             tf32 = device == "cuda" and torch.get_float32_matmul_precision() != "highest"
             return "tf32" if tf32 else "fp32"
         return None
+
+
+def _trainable(entry: list) -> int:
+    """Trainable parameters of a discovery candidate (``[module, ...]``)."""
+    return sum(p.numel() for p in entry[0].parameters() if p.requires_grad)
+
+
+def _keywords(args, kwargs):
+    """Where a call's keyword inputs are: a batch dict passed whole (``model(batch)``), else
+    the call's keywords (``attention_mask`` for ``--pad-tokens skip``)."""
+    if args and isinstance(args[0], dict):
+        return args[0]
+    return kwargs
 
 
 # -- the root class's __call__ ----------------------------------------------------------------

@@ -1,0 +1,237 @@
+"""The loss from backward() and the step clock of a loop with no optimizer (agent/backward.py):
+the ledger's rules on hand-built queues, the device path against a scripted CUDA (no GPU
+here: the real one is benchmarks/gpu_check.py's check 5), and real loops in-process."""
+
+import collections
+
+import pytest
+from conftest import StandInAgent
+
+torch = pytest.importorskip("torch")
+
+from trainmeter.agent import backward  # noqa: E402
+from trainmeter.agent.backward import (  # noqa: E402
+    FALLBACK_CALLS,
+    LOSS_OFF,
+    LOSS_ON,
+    SCALER_DONE,
+    SCALER_STEP,
+    STEP_BEGIN,
+    SUPERSEDED,
+    DeviceRing,
+    Fallback,
+)
+from trainmeter.agent.sender import QueueReader  # noqa: E402
+from trainmeter.agent.torch_taps import TorchTaps  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def _read(items, rank=0):
+    """The series records and steps batch a reader makes of ``items`` queued in order."""
+    reader = QueueReader(rank)
+    reader.tensor = reader.ledger.tensor = torch.Tensor
+    steps, _, records = reader.read(collections.deque(items))
+    records += reader.release_all()
+    losses = [(r["step"], r["value"]) for r in records if r["k"] == "series"]
+    return losses, steps, records
+
+
+def _t(x):
+    return torch.tensor(x)
+
+
+# -- the ledger's rules ------------------------------------------------------------------------
+def test_a_steps_micro_batch_losses_are_summed_once_the_second_step_says_one_model():
+    items = [(1.0, _t(0.25)), (1.1, _t(0.5)), 2.0, LOSS_ON, (2.1, _t(1.0)), 3.0]
+    losses, steps, _ = _read(items)
+    assert losses == [(1, 0.75), (2, 1.0)]  # 0.25 + 0.5 (exact in binary)
+    assert steps["step"] == [1, 2]
+
+
+def test_two_optimizers_stepping_apart_record_no_loss():
+    losses, _, _ = _read([(1.0, _t(0.25)), 2.0, LOSS_OFF, (2.1, _t(1.0)), 3.0])
+    assert losses == []
+
+
+def test_only_the_first_backward_inside_a_closure_step_is_its_loss():
+    # Lightning's accumulation: one micro-batch outside the step, the last inside its closure;
+    # LBFGS: several evaluations inside the step, the first is what step(closure) returns
+    items = [(1.0, _t(0.25)), STEP_BEGIN, (1.1, _t(0.5)), (1.2, _t(8.0)), (1.3, _t(9.0)), 2.0,
+             LOSS_ON]  # fmt: skip
+    losses, _, _ = _read(items)
+    assert losses == [(1, 0.75)]
+
+
+def test_a_step_amp_skipped_gives_its_losses_to_no_step():
+    items = [(1.0, _t(4.0)), SCALER_STEP, SCALER_DONE,  # inf gradients: no step stamp
+             (1.1, _t(0.5)), SCALER_STEP, 2.0, SCALER_DONE, LOSS_ON]  # fmt: skip
+    losses, steps, _ = _read(items)
+    assert losses == [(1, 0.5)] and steps["step"] == [1]
+
+
+def test_a_reported_train_loss_supersedes_the_held_ones_and_other_ranks_record_none():
+    assert _read([(1.0, _t(0.25)), 2.0, SUPERSEDED, LOSS_ON, (2.1, _t(1.0)), 3.0])[0] == []
+    assert _read([(1.0, _t(0.25)), 2.0, LOSS_ON, (2.1, _t(1.0)), 3.0], rank=1)[0] == []
+
+
+def test_backward_calls_become_steps_with_discoverys_counts_when_the_clock_falls_back():
+    items = [(1.0, _t(0.5)), (2.0, _t(0.25)), Fallback([(8, 2, 32), (12, 3, 48)]),
+             [(torch.zeros(3, 4, dtype=torch.long),), {}], (3.0, _t(0.125))]  # fmt: skip
+    reader = QueueReader(0)
+    reader.tensor = reader.ledger.tensor = torch.Tensor
+
+    def count_call(args, kwargs):  # (3, 4) token ids: 12 tokens, 3 samples, 12 x 4 = 48
+        return 12, 3, 48
+
+    reader.count_call = count_call
+    steps, _, records = reader.read(collections.deque(items))
+    assert steps["step"] == [1, 2, 3]
+    assert steps["tokens"] == [8, 12, 12] and steps["samples"] == [2, 3, 3]
+    assert steps["seq_sq"] == [32, 48, 48]
+    assert [(r["step"], r["value"]) for r in records if r["k"] == "series"] == [
+        (1, 0.5), (2, 0.25), (3, 0.125)]  # fmt: skip
+    assert [r["source"] for r in records if r["k"] == "step_clock"] == ["backward"]
+
+
+def test_an_optimizer_step_after_the_backward_clock_takes_it_back_and_says_so():
+    items = [(1.0, _t(0.5)), Fallback([(0, 0, 0)]), (2.0, _t(0.25)),
+             (3.0, 1, 4, 1, 16)]  # the optimizer's first step, with its own number  # fmt: skip
+    _, steps, records = _read(items)
+    assert steps["step"] == [1, 2, 1]
+    assert [r["source"] for r in records if r["k"] == "step_clock"] == ["backward", "optimizer"]
+    assert any("an optimizer stepped after backward() calls" in r.get("text", "")
+               for r in records if r["k"] == "note")  # fmt: skip
+
+
+# -- the device path, against a scripted CUDA --------------------------------------------------
+class _Event:
+    """A CUDA event whose copy completes when the test says so (``_Event.done``)."""
+
+    done = False
+
+    def record(self):
+        pass
+
+    def query(self):
+        return _Event.done
+
+
+class _Torch:
+    """torch with a scripted ``cuda`` and no pinned memory (CPU buffers stand in)."""
+
+    def __init__(self):
+        capturing = staticmethod(lambda: False)
+        self.cuda = type("cuda", (), {"Event": _Event, "is_current_stream_capturing": capturing})
+
+    @staticmethod
+    def empty(n, dtype, pin_memory):
+        assert pin_memory  # the agent asks for page-locked host memory, never device memory
+        return torch.empty(n, dtype=dtype)
+
+
+def test_device_losses_come_out_in_step_order_once_their_copies_complete():
+    ring = DeviceRing(_Torch(), slots=4)
+    led = backward.Ledger(torch.Tensor)
+    led.state = "on"
+    out = []
+    _Event.done = False
+    for step, value in ((1, 0.5), (2, 0.25)):
+        led.losses = [ring.copy(torch.tensor(value))]
+        led.take_losses(step, float(step), out)
+    led.poll(out)
+    assert out == [] and len(ring.free) == 2  # both copies in flight: nothing read or waited on
+    _Event.done = True
+    led.poll(out)
+    assert [(r["step"], r["value"]) for r in out] == [(1, 0.5), (2, 0.25)]
+    assert len(ring.free) == 4  # every slot free again once read
+
+
+def test_a_full_ring_copies_nothing_more_and_counts_it():
+    ring = DeviceRing(_Torch(), slots=2)
+    _Event.done = False
+    slots = [ring.copy(torch.tensor(1.0)) for _ in range(3)]
+    assert slots[2] is None and ring.dropped == 1
+    assert all(ring.read(s) is backward.PENDING for s in slots[:2])
+
+
+# -- real loops, in process --------------------------------------------------------------------
+@pytest.fixture
+def taps(fresh_guard):
+    t = TorchTaps(StandInAgent(), torch)
+    t.attach()
+    yield t
+    t.detach()
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Embedding(10, 8), torch.nn.Linear(8, 10))
+
+
+def _loss(model, x):
+    return torch.nn.functional.cross_entropy(model(x).reshape(-1, 10), x.reshape(-1))
+
+
+def test_a_loop_with_no_optimizer_is_clocked_by_its_backward_calls(taps):
+    model, printed = _mlp(), []
+    for _ in range(FALLBACK_CALLS + 6):  # the PyTorch tutorials' manual SGD
+        x = torch.randint(0, 10, (2, 5))
+        loss = _loss(model, x)
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad
+                p.grad = None
+        printed.append(loss.item())
+    steps, _ = taps.agent.sender.counts()
+    assert [s for s, _, _ in steps] == list(range(1, FALLBACK_CALLS + 7))
+    assert {tok for _, tok, _ in steps} == {10} and {smp for _, _, smp in steps} == {2}
+    got = [r["value"] for k, r in taps.agent.records if k == "series"]
+    assert got == printed  # the same float32 values, read off the CPU tensors
+    assert taps.agent.models and taps.agent.models[0]["params"] == 10 * 8 + 8 * 10 + 10
+
+
+def test_a_short_loop_with_no_optimizer_is_clocked_at_exit(taps):
+    model = _mlp()
+    for _ in range(3):
+        _loss(model, torch.randint(0, 10, (2, 5))).backward()
+    taps.finish()  # what the agent does at exit
+    steps, _ = taps.agent.sender.counts()
+    assert [s for s, _, _ in steps] == [1, 2, 3] and [t for _, t, _ in steps] == [10, 10, 10]
+
+
+def test_lbfgs_records_the_loss_its_step_returns(taps):
+    model = _mlp()
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4)
+    x = torch.randint(0, 10, (2, 5))
+    returned = []
+    for _ in range(4):
+
+        def closure():
+            opt.zero_grad()
+            loss = _loss(model, x)
+            loss.backward()
+            return loss
+
+        returned.append(opt.step(closure).item())
+    got = [(r["step"], r["value"]) for k, r in taps.agent.records if k == "series"]
+    assert got == list(enumerate(returned, start=1))
+
+
+def test_a_gradscaler_loop_records_the_unscaled_loss_of_the_steps_taken(taps):
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127)  # the first steps overflow
+    taken = []
+    for _ in range(6):
+        loss = _loss(model, torch.randint(0, 10, (2, 5))) * 1e4  # gradients x 2**127: inf
+        scaler.scale(loss).backward()
+        before = scaler.get_scale()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        if scaler.get_scale() >= before:  # not skipped (a skip halves the scale)
+            taken.append(loss.item())
+    got = [r["value"] for k, r in taps.agent.records if k == "series"]
+    assert len(taken) < 6 and got == taken
