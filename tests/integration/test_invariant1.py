@@ -36,7 +36,7 @@ FAULTS = {
     "first step": (torch_taps.TorchTaps, "first_step"),
     "second step": (torch_taps.TorchTaps, "second_step"),
     "warm-up hook": (spans.Spans, "_warm_forward"),
-    "eval begin": (spans.Spans, "_eval_begin"),
+    "eval begin and end": (spans.Spans, "_train_called"),
     "eval hook": (spans.Spans, "_eval_forward"),
     "counted-FLOPs pre-hook": (flop_count.FlopCount, "_on_forward"),
     "counted-FLOPs forward hook": (flop_count.FlopCount, "_after_forward"),
@@ -93,8 +93,9 @@ def _user_hooks(model, opt, log):
     return handles
 
 
-def _train(taps_factory=None, order="user_first"):
-    """The loop; returns its losses (and the taps, detached)."""
+def _train(taps_factory=None, order="user_first", closure=False):
+    """The loop (``closure``: stepped as ``opt.step(closure)``, as Lightning steps); returns
+    its losses (and the taps, detached)."""
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1)
     model, log, taps = _Net(), [], None
@@ -114,9 +115,15 @@ def _train(taps_factory=None, order="user_first"):
         if step == 6:
             fwd.remove()
         x = torch.randint(0, 30, (2, 4), generator=gen)
-        loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, 30), x.reshape(-1))
-        loss.backward()
-        opt.step()
+
+        def forward_backward(x=x):
+            loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, 30), x.reshape(-1))
+            loss.backward()
+            return loss
+
+        loss = opt.step(forward_backward) if closure else forward_backward()
+        if not closure:
+            opt.step()
         opt.zero_grad()
         losses.append(loss.item())
     for h in handles.values():
@@ -153,10 +160,16 @@ def test_user_hooks_around_trainmeters_train_exactly_as_without_it(fresh_guard, 
     assert [s[0] for s in steps] == list(range(1, STEPS + 1))  # and the clock clocked them
 
 
+# each fault in a loop that steps plainly and in one that steps with a closure, except the
+# count's step hooks: the plain step's ends the count at the step, the closure step's after it
+ONLY = {"counted-FLOPs step hook": (False,), "counted-FLOPs closure-step hook": (True,)}
+CASES = [(f, c) for f in sorted(FAULTS) for c in ONLY.get(f, (False, True))]
+
+
 @pytest.mark.parametrize("order", ["user_first", "user_last"])
-@pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.parametrize(("fault", "closure"), CASES)
 def test_a_fault_in_any_hook_warns_once_and_trains_exactly_as_without_it(
-    fresh_guard, capsys, monkeypatch, fault, order
+    fresh_guard, capsys, monkeypatch, fault, order, closure
 ):
     cls, name = FAULTS[fault]
 
@@ -164,8 +177,8 @@ def test_a_fault_in_any_hook_warns_once_and_trains_exactly_as_without_it(
         raise RuntimeError(f"forced failure in {fault} (test)")
 
     monkeypatch.setattr(cls, name, boom)
-    plain, _ = _train(order=order)
-    watched, _ = _train(_attach, order)
+    plain, _ = _train(order=order, closure=closure)
+    watched, _ = _train(_attach, order, closure)
     assert watched == plain
     warnings = [ln for ln in capsys.readouterr().err.splitlines() if "[trainmeter]" in ln]
     assert len(warnings) == 1 and "forced failure" in warnings[0], warnings

@@ -140,12 +140,12 @@ def test_only_the_training_thread_is_timed(taps):
 def test_pause_and_detach_restore_every_wrapped_function(taps):
     import torch.nn.modules.module as mm
 
-    wrapped = (DataLoaderIter.__dict__["__next__"], torch.nn.Module.__dict__["eval"])
+    wrapped = (DataLoaderIter.__dict__["__next__"], torch.nn.Module.__dict__["train"])
     own = tuple(w.__wrapped__ for w in wrapped)  # functools.wraps: signature and docs kept
     save = torch.save.__wrapped__
     assert torch.serialization.save is torch.save  # one wrapper for the one function
     taps.pause()  # between notebook cells
-    assert (DataLoaderIter.__dict__["__next__"], torch.nn.Module.__dict__["eval"]) == own
+    assert (DataLoaderIter.__dict__["__next__"], torch.nn.Module.__dict__["train"]) == own
     assert torch.save is save and not mm._global_forward_pre_hooks
     list(torch.utils.data.DataLoader(_Sleepy(2), batch_size=2))
     assert taps.agent.spans() == []

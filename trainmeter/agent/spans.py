@@ -21,7 +21,10 @@ or synchronizes a device (invariant 8), so what a span measures is host time: do
   model trained in eval mode) and is dropped. A phase opened on a module that turns out not to
   hold the root (a frozen teacher) is dropped at the first optimizer step. While a phase is open,
   one global forward pre-hook watches the forwards (every module call takes torch's slow path
-  during evaluation only).
+  during evaluation only). What is wrapped is ``nn.Module.train``, which ``eval()`` calls
+  (Hugging Face's ``PreTrainedModel`` overrides both and still reaches it through ``super()``):
+  the outermost call on the training thread counts, its nested calls on every submodule pass
+  through (one frame each).
 - ``warmup``: from the first forward pass with gradients enabled to the first optimizer step
   (the first step's compile, allocator warm-up, first batch). A loop with no optimizer (clocked
   by its ``backward()`` calls) has no warm-up span: its first step's time is "other".
@@ -103,7 +106,7 @@ class Spans:
             torch = self.torch  # the user's torch: its loaded modules are used, never imported
             dataloader = sys.modules[torch.utils.data.DataLoader.__module__]
             self._wrap(dataloader._BaseDataLoaderIter, "__next__", self._data_wrapper)
-            self._wrap(torch.nn.Module, "eval", self._eval_wrapper)
+            self._wrap(torch.nn.Module, "train", self._train_wrapper)
             ser = torch.serialization
             save = self._wrap(torch, "save", self._call_wrapper)
             if getattr(ser, "save", None) is getattr(save, "__wrapped__", None):
@@ -229,20 +232,30 @@ class Spans:
 
         return save
 
-    def _eval_wrapper(self, orig):
-        spans, agent, off = self, self.agent, self.off
+    def _train_wrapper(self, orig):
+        """``nn.Module.train(mode)``, which ``eval()`` calls (so does a class that overrides
+        both, as Hugging Face's ``PreTrainedModel`` does): the outermost call on the training
+        thread opens an evaluation phase (``mode`` false) or ends the open one on its module
+        (``mode`` true); the nested calls on every submodule pass straight through."""
+        spans, agent, off, busy = self, self.agent, self.off, [False]
 
         @functools.wraps(orig)
-        def eval(module):
-            if spans._eval is None and not off["eval"] and agent.armed and spans.active:
+        def train(module, mode=True):
+            if busy[0] or off["eval"] or not (agent.armed and spans.active):
+                return orig(module, mode)
+            if _ident() != spans.thread:
+                return orig(module, mode)
+            busy[0] = True
+            try:
                 try:
-                    if _ident() == spans.thread:
-                        spans._eval_begin(module)
+                    spans._train_called(module, mode)
                 except Exception as exc:
                     spans._fail("eval", exc)
-            return orig(module)
+                return orig(module, mode)
+            finally:
+                busy[0] = False
 
-        return eval
+        return train
 
     # -- spans ----------------------------------------------------------------------------------
     def _end(self, kind: str, t0: float, seconds: float, frame: list) -> None:
@@ -291,10 +304,16 @@ class Spans:
         self._stack.clear()
 
     # -- evaluation phases ----------------------------------------------------------------------
-    def _eval_begin(self, module) -> None:
-        """``module.eval()`` opens a phase when ``module`` is or holds the root model (any module
-        before the root is known); a class-level ``train`` wrapper on the module's class and a
-        global forward pre-hook exist only while the phase is open (module docstring)."""
+    def _train_called(self, module, mode) -> None:
+        """``module.train(mode)``: ``mode`` false opens a phase when ``module`` is or holds the
+        root model (any module before the root is known); true ends the phase on it."""
+        phase = self._eval
+        if mode:
+            if phase is not None and phase.module is module:
+                self._eval_close(emit=True)
+            return
+        if phase is not None:
+            return
         root = self.root()
         if root is not None:
             if self._apart[0] != id(root):
@@ -304,22 +323,9 @@ class Spans:
             if not _holds(module, root):
                 self._apart[1].add(id(module))  # a frozen teacher's eval() every step: once
                 return
-        cls, mid, spans = type(module), id(module), self
-        orig = cls.train
-
-        @functools.wraps(orig)
-        def train(m, *args, **kwargs):
-            if id(m) == mid and (args[0] if args else kwargs.get("mode", True)) is True:
-                try:
-                    spans._eval_close(emit=True)
-                except Exception as exc:
-                    spans._fail("eval", exc)
-            return orig(m, *args, **kwargs)
-
         frame = [0.0, "eval"]
-        phase = _Phase(frame, module, cls, train)
+        phase = _Phase(frame, module)
         self._eval = phase
-        cls.train = train
         self._stack.append(frame)
         phase.hook = self.door.add("forward_pre", self._eval_forward, ENTRY["eval"],
                                    on_fail=lambda _exc: self._disable("eval"))  # fmt: skip
@@ -342,12 +348,6 @@ class Spans:
         seconds = _perf() - phase.p0
         if phase.hook is not None:
             phase.hook.remove()
-        cls = phase.cls
-        if vars(cls).get("train") is phase.train:
-            if phase.had_own:
-                cls.train = phase.own
-            else:
-                del cls.train
         if emit:
             self._end("eval", phase.t0, seconds, phase.frame)
         else:
@@ -404,14 +404,12 @@ class Spans:
 
 
 class _Phase:
-    """An open evaluation phase: its span frame and times, the module ``eval()`` was called on,
-    the ``train`` wrapper on that module's class (and what it replaced), its forward hook, and
-    whether a forward without gradients ran in it."""
+    """An open evaluation phase: its span frame and times, the module ``train(False)`` was
+    called on, its forward hook, and whether a forward without gradients ran in it."""
 
-    def __init__(self, frame: list, module, cls, train) -> None:
+    def __init__(self, frame: list, module) -> None:
         self.frame, self.t0, self.p0 = frame, _wall(), _perf()
-        self.module, self.cls, self.train = module, cls, train
-        self.had_own, self.own = "train" in vars(cls), vars(cls).get("train")
+        self.module = module
         self.hook = None
         self.evaluated = False
         self._inside: set[int] | None = None
