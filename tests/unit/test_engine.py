@@ -385,3 +385,52 @@ def test_work_no_formula_counted_is_said_in_a_note_and_the_snapshot():
 def test_a_counted_record_with_a_bad_not_counted_list_is_refused():
     with pytest.raises(records.RecordError, match="not_counted"):
         _feed(_run(), _counted("sdpa", not_counted=[3]))
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_rank_0s_model_record_wins_whatever_order_the_ranks_send_in(order):
+    eng = _run()
+    for rank in order:
+        _feed(eng, ("model", 105.0, {**MODEL, "rank": rank, "name": f"rank{rank}"}))
+    assert eng.snapshot()["model"]["name"] == "rank0"
+
+
+def test_flops_spent_integrate_the_attention_term_over_each_steps_length():
+    # titan = 6 x (1000 - 100) + 12 x L x H x Q x T, Q = width / heads = 4:
+    # 5400 + 12 x 2 x 2 x 4 x T = 5400 + 192 T
+    eng = _run()  # three steps of 40 tokens with no seq_sq: T is the model's 4
+    assert eng.snapshot()["flops_per_token"]["titan"] == 5400 + 192 * 4
+    eng = Engine()
+    # 40 tokens of length 4 (seq_sq 40 x 4 = 160), then 40 tokens of length 8 (320)
+    one = {"step": 1, "rank": 0, "tokens": 40, "samples": 10, "seq_sq": 160}
+    two = {"step": 2, "rank": 0, "tokens": 40, "samples": 5, "seq_sq": 320}
+    start = {"id": "r", "name": "n", "argv": [], "version": "0"}
+    _feed(eng, ("run_start", 100.0, start), ("model", 100.6, MODEL), ("step", 101.0, one),
+          ("step", 102.0, two))  # fmt: skip
+    snap = eng.snapshot()
+    assert snap["seq_len_mean"] == 6.0 == snap["flops_per_token_seq_len"]  # 480 / 80
+    # by hand: 40 x (5400 + 192 x 4) + 40 x (5400 + 192 x 8) = 246,720 + 277,440 = 524,160
+    assert snap["flops_spent"]["titan"] == pytest.approx(524_160)
+    assert snap["seq_len_recent"] == 8.0  # only step 2 is timed
+
+
+def test_the_loss_from_backward_is_noted_and_superseded_by_a_reported_train_loss():
+    eng = _run()
+    _feed(eng, ("step_clock", 104.1, {"source": "backward", "rank": 0}),
+          ("series", 104.2, {"name": "backward_loss", "value": 2.5, "step": 3,
+                             "role": "train_loss"}))  # fmt: skip
+    snap = eng.snapshot()
+    assert snap["step_clock"] == "backward"
+    assert any(n.startswith("steps: no torch.optim optimizer stepped") for n in snap["notes"])
+    assert any(n.startswith("train loss: backward_loss is the value") for n in snap["notes"])
+    assert "superseded" not in snap["series"]["backward_loss"]
+    _feed(eng, ("series", 104.3, {"name": "loss", "value": 2.4, "step": 3}))  # emit's, no role
+    snap = eng.snapshot()
+    assert snap["series"]["backward_loss"]["superseded"] is True
+    assert not any(n.startswith("train loss: backward_loss") for n in snap["notes"])
+
+
+def test_a_run_with_steps_and_no_loss_says_how_to_report_one():
+    notes = _run().snapshot()["notes"]
+    assert any("trainmeter.emit(train_loss=loss.item())" in n for n in notes)
+    assert _run().snapshot()["step_clock"] == "optimizer"  # an older log: steps, no record

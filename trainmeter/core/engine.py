@@ -227,6 +227,10 @@ class Engine:
             self.agents[rec["pid"]] = {k: _scalar(rec.get(k)) for k in keep}
 
     def _on_model(self, rec: dict) -> None:
+        """The model the agent found. Rank 0's wins (the step clock's rank): another rank's
+        is kept only until rank 0's arrives, whatever order the ranks' records come in."""
+        if rec.get("rank", 0) != 0 and self.model is not None and self.model.get("rank", 0) == 0:
+            return
         self.model = _bounded_model(rec)
         args = {k: v for k, v in self.model.items() if k in _SHAPE_FIELDS}
         try:
