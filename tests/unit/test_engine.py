@@ -434,3 +434,14 @@ def test_a_run_with_steps_and_no_loss_says_how_to_report_one():
     notes = _run().snapshot()["notes"]
     assert any("trainmeter.emit(train_loss=loss.item())" in n for n in notes)
     assert _run().snapshot()["step_clock"] == "optimizer"  # an older log: steps, no record
+
+
+def test_a_run_with_samples_and_no_tokens_says_tokens_do_not_apply():
+    eng = _run()
+    _feed(eng, ("step", 105.0, {"step": 4, "rank": 0, "tokens": None, "samples": 8}))
+    assert not any(n.startswith("tokens: none") for n in eng.snapshot()["notes"])  # tokens seen
+    eng = Engine()
+    _feed(eng, ("model", 100.6, MODEL),
+          ("step", 101.0, {"step": 1, "rank": 0, "tokens": None, "samples": 8}))  # fmt: skip
+    (note,) = [n for n in eng.snapshot()["notes"] if n.startswith("tokens: none")]
+    assert note.endswith("8 samples counted")

@@ -61,7 +61,10 @@ ENV = {"OMP_NUM_THREADS": "1"}
 
 EXPECT = {
     "accelerate_accum": {"step_clock": "optimizer"},
-    "bn_eval_first": {"span_eval": False},
+    "bn_eval_first": {
+        "notes_include": ["tokens: none: the model's inputs are not token ids"],
+        "span_eval": False,
+    },
     "checkpoint_every_n": {"span_checkpoint": True},
     "device_alias": {"peak": True},
     "eval_mode_training": {"span_eval": False},

@@ -623,6 +623,11 @@ class Engine:
             out.append("steps: no torch.optim optimizer stepped, so each training backward() "
                        "call is a step; no counted FLOPs (they are counted at the 3rd optimizer "
                        "step)")  # fmt: skip
+        c = self.clock
+        if c.samples and not c.tokens:
+            out.append(f"tokens: none: the model's inputs are not token ids (an image or feature "
+                       f"batch), so no tokens, tokens/s or FLOPs per token apply; {c.samples} "
+                       "samples counted")  # fmt: skip
         names = [n for n in self.series if "loss" in n.lower()]
         if BACKWARD_LOSS in names and not self._other_train_loss():
             out.append(f"train loss: {BACKWARD_LOSS} is the value each training backward() "
