@@ -158,6 +158,12 @@ def test_pause_and_detach_restore_every_wrapped_function(taps):
 @pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 def test_distributed_checkpoint_and_safetensors_are_wrapped_when_imported(taps, tmp_path,
                                                                           monkeypatch):  # fmt: skip
+    # safetensors as if never imported (an earlier test may have loaded transformers, and with
+    # it the real package), and the span taps started again without it
+    for name in ("safetensors", "safetensors.torch"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    taps.pause()
+    taps.new_segment()
     import torch.distributed.checkpoint as dcp  # imported after the taps attached
 
     real = dcp.save.__wrapped__

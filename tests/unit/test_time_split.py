@@ -64,11 +64,12 @@ def test_the_sender_sends_steps_then_spans_then_records(monkeypatch):
     monkeypatch.setattr(sender, "_connect", lambda: sock)
     sender.put({"v": 1, "k": "note", "t": 1.0, "text": "hi"})
     sender.queue.append(("data", 1.0, 0.123456789))  # a span (kind, start, seconds)
-    sender.queue.append((1.5, 1, 32, 4))  # a step (t, step, tokens, samples)
+    sender.queue.append((1.5, 1, 32, 4, 256))  # a step (t, step, tokens, samples, seq_sq)
     sender.queue.append(("checkpoint", 1.6, 0.5))
     sender._write_queued()
     lines = [json.loads(x) for x in sock.sent.splitlines()]
-    assert [x["k"] for x in lines] == ["steps", "spans", "note"]
+    # the first step also says what clocks the steps (agent/backward.py's step_clock record)
+    assert [x["k"] for x in lines] == ["steps", "spans", "note", "step_clock"]
     assert lines[1] == {"v": 1, "k": "spans", "rank": 2, "name": ["data", "checkpoint"],
                         "t": [1.0, 1.6], "dur": [0.1234568, 0.5]}  # fmt: skip
     sender._stop.set()
