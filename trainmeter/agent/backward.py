@@ -101,6 +101,12 @@ class BackwardTap:
             self._saved.append(set_attr(scaler, "step", _step_wrapper(scaler.step, self.put)))
         self.on = True
 
+    def restart(self) -> None:
+        """A new run: the watching wrapper again, no backward call seen."""
+        self.stop()
+        self.calls, self.watching, self.first_t = 0, True, None
+        self.start()
+
     def stop(self) -> None:
         """Put every wrapped function back (any thread: attribute writes only)."""
         self.on = False
@@ -136,6 +142,46 @@ class BackwardTap:
         backward.__wrapped__ = orig
         return backward
 
+    def lean(self) -> None:
+        """An optimizer clocks the steps: no more watching, no time stamps; the wrapper that
+        stays queues a CPU loss with one tuple and passes the call on with torch's own
+        signature (no ``*args`` repacking). Measured in docs/performance.md."""
+        if not self.on or not self._saved or not _signature_known(self.torch.autograd):
+            return
+        autograd = self.torch.autograd
+        orig = autograd.backward.__wrapped__
+        restore(self._saved[0])
+        self._saved[0] = set_attr(autograd, "backward", self._lean(orig))
+
+    def _lean(self, orig):
+        tap, put, tensor, scaled = self, self.put, self.torch.Tensor, self.scaled
+
+        def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+                     grad_variables=None, inputs=None):  # fmt: skip
+            if tap.on:
+                try:
+                    if type(tensors) is tensor and tensors.is_cpu and scaled[0] is None:
+                        put((0.0, tensors))  # the common case: a CPU loss, read later
+                    else:
+                        tap.queue_other(tensors)
+                except Exception as exc:
+                    tap.on = False
+                    guard.failed(NAME, exc)
+            return orig(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+
+        backward.__wrapped__ = orig
+        return backward
+
+    def queue_other(self, x) -> None:
+        """A loss the lean wrapper does not queue itself: a scaled one (AMP), one on a
+        device, a tensor subclass."""
+        pair = self.scaled[0]
+        if pair is not None and pair[0] is x:
+            x = pair[1]
+        if isinstance(x, self.torch.Tensor) and not x.is_cpu:
+            x = self.device_slot(x)
+        self.put((0.0, x))
+
     def watch(self, t: float) -> None:
         """No optimizer has stepped yet: after ``FALLBACK_CALLS`` backward calls, or
         ``FALLBACK_S`` seconds of them, backward() is the clock (the taps' ``on_fallback``)."""
@@ -152,6 +198,21 @@ class BackwardTap:
         if self.ring is None:
             self.ring = DeviceRing(self.torch)
         return self.ring.copy(x)
+
+
+def _signature_known(autograd) -> bool:
+    """``torch.autograd.backward`` takes the parameters the lean wrapper passes on."""
+    import inspect
+
+    try:
+        names = tuple(inspect.signature(autograd.backward.__wrapped__).parameters)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return names == _BACKWARD_PARAMETERS
+
+
+_BACKWARD_PARAMETERS = ("tensors", "grad_tensors", "retain_graph", "create_graph",
+                        "grad_variables", "inputs")  # torch 2.x  # fmt: skip
 
 
 def _scale_wrapper(orig, tap: BackwardTap):

@@ -128,7 +128,6 @@ class TorchTaps:
         self._depth = 0
         self._forget_counts()
         self._put(NEW_RUN)
-        self.backward.calls = 0
         self._superseded = False
         self._unpatch()
         self._remove_global()
@@ -142,7 +141,7 @@ class TorchTaps:
                                      on_fail=self.quiet)  # fmt: skip
         self._spans("start", True)
         self.flop_count.start(new_run=True)
-        self._backward("start")
+        self._backward("restart")
 
     def new_segment(self) -> None:
         """A new %%trainmeter cell: the first optimizer to step in it becomes the clock."""
@@ -354,6 +353,7 @@ class TorchTaps:
         for it. Warm-up ends here (spans.py)."""
         self._spans("first_step")
         self.backward.watching = False  # an optimizer clocks the steps
+        self._backward("lean")
         closure = args[1] if len(args) > 1 else (kwargs or {}).get("closure")
         if not callable(closure) and self._closure is not None:
             self._closure.remove()  # a plain step: no marker needed (the door waits to remove)
