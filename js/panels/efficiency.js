@@ -51,7 +51,9 @@ export function createEfficiency(view) {
   const fpt = createFigure("FLOPs per token", "tm-flops-per-token", { wide: true });
   const fptOthers = el("div", { class: "tm-others", testid: "tm-flops-per-token-others" });
   const counted = el("div", { class: "tm-counted", testid: "tm-flops-counted" });
+  const seqLine = el("div", { class: "tm-others", testid: "tm-flops-seq-len" });
   fpt.append(fptOthers);
+  fpt.append(seqLine);
   fpt.append(counted);
   const spent = createFigure("FLOPs spent", "tm-flops-spent");
   const spentOthers = el("div", { class: "tm-others" });
@@ -162,6 +164,7 @@ export function createEfficiency(view) {
       else if (fptMissingWhy(snap, conv)) fpt.missing("n/a", fptMissingWhy(snap, conv));
       else fpt.missing("not measured yet", noteAbout(snap.notes, /flop|model|param/i) || "no model seen yet");
       others(fptOthers, table, conv, (v) => si(v, "FLOP"));
+      setText(seqLine, f !== null ? seqLenText(snap) : "");
       setText(counted, countedText(snap));
       counted.classList.toggle("tm-unknown", !isNum(snap.flops_per_token_counted));
 
@@ -238,6 +241,18 @@ const ATTENTION_TEXT = {
 };
 
 /** The executed-FLOPs line beside the conventions (docs/spec.md "Counted FLOPs"). */
+/**
+ * The sequence length the FLOPs per token are given at, when it is not simply the first
+ * batch's: the run's token-weighted mean (snapshot `flops_per_token_seq_len`, `seq_len_mean`).
+ */
+export function seqLenText(snap) {
+  const at = snap.flops_per_token_seq_len;
+  const first = isObj(snap.model) ? snap.model.seq_len : null;
+  if (!isNum(at) || !isNum(snap.seq_len_mean) || at === first) return "";
+  const mean = Number.isInteger(at) ? String(at) : at.toFixed(1);
+  return `at the run's mean sequence length, ${mean} tokens` + (isNum(first) ? ` (first batch ${first})` : "");
+}
+
 export function countedText(snap) {
   const v = snap.flops_per_token_counted;
   if (!isNum(v)) return `[counted] executed FLOPs: ${NOT_MEASURED}`;

@@ -24,3 +24,12 @@ test("FLOPs required is budget times FLOPs per token, unknown without a budget",
   assert.equal(flopsRequired({ ...snap, budget_tokens: null }, "titan"), null);
   assert.equal(flopsRequired(snap, "hf"), null);
 });
+
+test("FLOPs per token say the mean sequence length they are given at, when it is not the first batch's", async () => {
+  const { seqLenText } = await import("../panels/efficiency.js");
+  const varied = { flops_per_token_seq_len: 19.375, seq_len_mean: 19.375, model: { seq_len: 8 } };
+  assert.equal(seqLenText(varied), "at the run's mean sequence length, 19.4 tokens (first batch 8)");
+  const fixed = { flops_per_token_seq_len: 8, seq_len_mean: 8, model: { seq_len: 8 } };
+  assert.equal(seqLenText(fixed), "");
+  assert.equal(seqLenText({ flops_per_token_seq_len: 8, seq_len_mean: null, model: { seq_len: 8 } }), "");
+});
