@@ -215,6 +215,7 @@ def test_lbfgs_records_the_loss_its_step_returns(taps):
             return loss
 
         returned.append(opt.step(closure).item())
+    taps.finish()  # a run shorter than the clock's watch: decided at its end, as at exit
     got = [(r["step"], r["value"]) for k, r in taps.agent.records if k == "series"]
     assert got == list(enumerate(returned, start=1))
 
@@ -233,5 +234,38 @@ def test_a_gradscaler_loop_records_the_unscaled_loss_of_the_steps_taken(taps):
         opt.zero_grad()
         if scaler.get_scale() >= before:  # not skipped (a skip halves the scale)
             taken.append(loss.item())
+    taps.finish()
     got = [r["value"] for k, r in taps.agent.records if k == "series"]
     assert len(taken) < 6 and got == taken
+
+
+def test_a_second_optimizer_stepping_once_per_several_clock_steps_withholds_the_loss(taps):
+    """WGAN-style: the critic (the clock) steps 3 times per generator step; the generator's
+    first step comes at the clock's 3rd, past the old 2-step watch."""
+    critic, gen = _mlp(), _mlp()
+    opt_c = torch.optim.SGD(critic.parameters(), lr=0.1)
+    opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+    for i in range(12):
+        _loss(critic, torch.randint(0, 10, (2, 5))).backward()
+        opt_c.step()
+        if i % 3 == 2:
+            _loss(gen, torch.randint(0, 10, (2, 5))).backward()
+            opt_g.step()
+    taps.finish()
+    assert [k for k, _ in taps.agent.records if k == "series"] == []
+    assert any("2 optimizers step apart" in n["text"] for n in taps.agent.notes())
+
+
+def test_a_replaced_optimizer_hands_the_clock_to_the_next_one(taps):
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i in range(6):
+        if i == 3:  # unfreeze and rebuild, as fine-tunes do: the old optimizer is freed
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        _loss(model, torch.randint(0, 10, (2, 5))).backward()
+        opt.step()
+        opt.zero_grad()
+    steps, _ = taps.agent.sender.counts()
+    assert [s for s, _, _ in steps] == [1, 2, 3, 4, 5, 6]
+    assert any("the optimizer that clocked the steps was freed" in n["text"]
+               for n in taps.agent.notes())  # fmt: skip

@@ -35,6 +35,7 @@ FAULTS = {
     "closure-step hook": (torch_taps.TorchTaps, "_closure_step"),
     "first step": (torch_taps.TorchTaps, "first_step"),
     "second step": (torch_taps.TorchTaps, "second_step"),
+    "losses decided": (torch_taps.TorchTaps, "losses_decided"),
     "warm-up hook": (spans.Spans, "_warm_forward"),
     "eval begin and end": (spans.Spans, "_train_called"),
     "eval hook": (spans.Spans, "_eval_forward"),

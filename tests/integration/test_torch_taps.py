@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 
 import trainmeter  # noqa: E402
 from trainmeter.agent.sender import MIN_INTERVAL, next_wait  # noqa: E402
+from trainmeter.agent.step_clock import WATCH_STEPS as STEPS_WATCHED  # noqa: E402
 from trainmeter.agent.torch_taps import DEFER_BYTES, MAX_QUEUED, TorchTaps  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -197,10 +198,15 @@ def test_the_clock_moves_into_the_optimizers_own_method_and_leaves_no_hook(taps)
     assert _post_hooks(taps) == 1  # the global hook waits for the first step
     for n in (3, 2, 1):
         _train_step(model, opt, torch.zeros(n, 4, dtype=torch.long))
-    assert "_optimizer_step_code" in vars(opt) and _post_hooks(taps) == 0
+    assert "_optimizer_step_code" in vars(opt)
+    assert _post_hooks(taps) == 1  # it watches the first 8 steps for a second optimizer
     assert "_optimizer_step_code" not in torch.optim.SGD.__dict__  # the class is untouched
     assert _counts(taps)[0] == [(1, 12, 3), (2, 8, 2), (3, 4, 1)]
     assert taps.agent.step == 3
+    for _ in range(STEPS_WATCHED - 3 + 1):  # the 8th step decides; the 9th removes it
+        _train_step(model, opt, torch.zeros(1, 4, dtype=torch.long))
+    assert _post_hooks(taps) == 0
+    assert [s for s, _, _ in _counts(taps)[0]] == list(range(1, STEPS_WATCHED + 2))
     assert "_optimizer_step_code" not in vars(copy.deepcopy(opt))  # __getstate__: 3 keys
     taps.detach()
     assert "_optimizer_step_code" not in vars(opt)
@@ -212,8 +218,10 @@ def test_a_clocked_step_runs_no_python_code_of_trainmeters(taps):
 
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(4):  # the clock is chosen at step 1, its method takes over at step 2, and
-        _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))  # FLOPs are counted at 3
+    # the clock is chosen at step 1, its method takes over at step 2, FLOPs are counted at 3,
+    # and the global hook that watches for a second optimizer is gone after step 9
+    for _ in range(STEPS_WATCHED + 2):
+        _train_step(model, opt, torch.zeros(1, 2, dtype=torch.long))
     model(torch.zeros(1, 2, dtype=torch.long)).sum().backward()
     ours = []
     # our frames by the package's own folder, never by a name in the path: a checkout called
@@ -230,7 +238,7 @@ def test_a_clocked_step_runs_no_python_code_of_trainmeters(taps):
     finally:
         sys.setprofile(None)
     assert ours == []
-    assert [s[0] for s in _counts(taps)[0]] == [1, 2, 3, 4, 5]  # and the step was clocked
+    assert [s[0] for s in _counts(taps)[0]] == list(range(1, STEPS_WATCHED + 4))  # and clocked
 
 
 @pytest.mark.parametrize("where", ["instance", "subclass"])

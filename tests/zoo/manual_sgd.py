@@ -3,8 +3,9 @@ parameters updated by hand under torch.no_grad() (p -= lr * p.grad; p.grad = Non
 step clock for a loop without an optimizer (its training backward() calls), the root model and
 tokens found without an optimizer step, and the train loss taken from backward().
 
-70 steps (tutorials run thousands): trainmeter takes backward() as the clock only after 64
-backward calls (or 10 s) with no optimizer step (trainmeter/agent/backward.py FALLBACK_CALLS).
+70 steps (tutorials run thousands): fewer than the backward calls (or seconds) after which
+trainmeter takes backward() as the clock live (trainmeter/agent/backward.py FALLBACK_CALLS),
+so these steps are clocked when the script ends, as a short loop's are.
 Counted FLOPs are taken at the 3rd optimizer step, so this loop has none (EXPECT: absent,
 with the note saying so)."""
 

@@ -55,8 +55,12 @@ from trainmeter.agent.classattr import restore, set_attr
 
 NAME = "backward tap"
 LOSS_SERIES = "backward_loss"
-FALLBACK_CALLS = 64  # backward calls with no optimizer step before backward() is the clock
-FALLBACK_S = 10.0  # ... or seconds from the first one (with at least two calls)
+# backward calls with no optimizer step before backward() is the clock, or seconds from the
+# first one (with at least two calls): past the longest gradient accumulation of most loops
+# (a first optimizer step that comes later makes the first steps wrong, and a note says so);
+# a shorter loop with no optimizer is clocked when it ends (or its notebook cell does)
+FALLBACK_CALLS = 256
+FALLBACK_S = 60.0
 SLOTS = 64  # pinned host slots for device losses (reused once read)
 STEP_BEGIN = ("step_begin",)  # an optimizer step with a closure begins (its pre-hook)
 SCALER_STEP = ("scaler_step",)  # GradScaler.step begins ...
@@ -84,6 +88,7 @@ class BackwardTap:
         self.watching = True  # no optimizer step yet: may backward() be the clock?
         self.first_t: float | None = None  # the first backward call's time (s since epoch)
         self.on_fallback = lambda: None  # the taps: backward() is the clock (see watch)
+        self.on_call = None  # while an evaluation phase is open: spans.backward_seen
         self.scaled: list = [None]  # (scaled tensor, loss) from the last GradScaler.scale
         self.ring: DeviceRing | None = None
         self._saved: list[tuple] = []  # classattr saves (backward, scale, step)
@@ -134,6 +139,8 @@ class BackwardTap:
                     put((t, x))
                     if tap.watching:
                         tap.watch(t)
+                    if tap.on_call is not None:
+                        tap.on_call()
                 except Exception as exc:
                     tap.on = False
                     guard.failed(NAME, exc)
@@ -164,6 +171,8 @@ class BackwardTap:
                         put((0.0, tensors))  # the common case: a CPU loss, read later
                     else:
                         tap.queue_other(tensors)
+                    if tap.on_call is not None:  # an evaluation phase is open (spans.py)
+                        tap.on_call()
                 except Exception as exc:
                     tap.on = False
                     guard.failed(NAME, exc)
@@ -455,6 +464,10 @@ class Ledger:
             return float(v.detach().reshape(()).item())  # a CPU value: no device to sync
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return float(v)
+        if isinstance(v, (list, tuple)) and v and len(v) <= 64:  # backward([l1, l2]): their sum
+            parts = [self._value(x) for x in v]
+            if all(isinstance(x, float) for x in parts):
+                return sum(parts)
         return None
 
 

@@ -158,8 +158,9 @@ def _mlp(projections: list, width: int | None, vocab: int | None, layers: int | 
     output head and is not counted (a vocabulary of 4 x width keeps the MLP's 4 x width).
     Candidates are ``width -> n`` other than the residual width and the fused QKV (3 x width);
     the up projection is the candidate wider than width (grouped-query k/v projections are
-    narrower), then the most frequent, then the widest. As many as two per block (gate and
-    up: at least 2 x layers) mean a gated MLP.
+    narrower), then the most frequent, then the widest; searching the whole model, only one
+    wider than width (a narrower one is a head, such as a classifier's). As many as two per
+    block (gate and up: at least 2 x layers) mean a gated MLP.
     """
     if not width:
         return None, False
@@ -168,6 +169,8 @@ def _mlp(projections: list, width: int | None, vocab: int | None, layers: int | 
         outs[vocab] -= 1  # the output head
         if not outs[vocab]:
             del outs[vocab]
+    if whole_model:  # with no block stack, a narrower projection is a head (a classifier's
+        outs = Counter({o: n for o, n in outs.items() if o > width})  # D -> classes), no MLP
     if not outs:
         return None, False
     ffn = max(outs, key=lambda o: (o > width, outs[o], o))

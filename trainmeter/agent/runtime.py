@@ -66,6 +66,17 @@ class Agent:
             return taps.backward.calls
         return n
 
+    def adopt_rank(self, rank: int, world_size: int) -> None:
+        """The process's rank as ``torch.distributed`` has it (``mp.spawn`` and hand-launched
+        jobs pass it to ``init_process_group``, not in ``RANK``): from now on every record and
+        batch carries it, and a new ``agent_hello`` says so."""
+        self.rank, self.world_size = rank, world_size
+        self.sender.rank = self.sender.reader.rank = self.sender.reader.ledger.rank = rank
+        if rank != 0:
+            self.sender.reader.ledger.state = "off"  # only rank 0 records the loss
+        self._hello.update(rank=rank, world_size=world_size)
+        self.put("agent_hello", **self._hello)
+
     def train_loss_reported(self) -> None:
         """A tracker, a framework or emit() just reported a train loss (agent/backward.py)."""
         taps = self.torch_taps
@@ -91,6 +102,8 @@ class Agent:
             taps.rediscover() if new_run else taps.new_segment()
 
     def disarm(self) -> None:
+        if self.torch_taps is not None:
+            self.torch_taps.finish()  # the cell's end: what waited for more steps is decided
         self.armed = False
         if self.torch_taps is not None:
             self.torch_taps.pause()

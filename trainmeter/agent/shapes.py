@@ -13,7 +13,8 @@ input's ``(batch, seq)`` sizes. At the first step, the root model's input shape 
 ...)`` is sequence-first when ``d0`` is the layer's sequence length and ``d1`` its batch (and
 they differ; when they are equal, either reading gives the same counts). No sequence layer
 (most transformers, which use Linear layers and ``scaled_dot_product_attention``), an
-unbatched or packed input, or any other shape: batch-first.
+unbatched input, or any other shape: batch-first. A ``PackedSequence`` gives its batch and
+longest length from its ``batch_sizes`` (a CPU tensor: reading it is a host read).
 
 Everything here reads metadata only (shapes, module attributes): never a tensor's value
 (invariant 8).
@@ -47,8 +48,14 @@ class BatchAxes:
         if self.layer is not None or not isinstance(module, self.types):
             return
         x = args[0] if args else None
+        sizes = getattr(x, "batch_sizes", None)
+        if isinstance(sizes, self.tensor) and sizes.dim() == 1 and len(sizes):
+            # a PackedSequence: its batch_sizes (always a CPU tensor) hold, per time step, the
+            # sequences still running; the first is the batch, their number the longest length
+            self.layer = (type(module).__name__, int(sizes[0]), len(sizes))
+            return
         if not isinstance(x, self.tensor) or x.dim() < 3:
-            return  # unbatched (seq, features), a PackedSequence, or no tensor
+            return  # unbatched (seq, features), or no tensor
         first = batch_first(module)
         if first is None:
             return

@@ -79,6 +79,8 @@ class Spans:
         self.agent = agent
         self.torch = torch
         self.door = door  # every hook through the taps' door (hooks.py)
+        self.backward_watch = lambda: False  # the taps: does the backward tap call backward_seen?
+        self.on_phase = lambda is_open: None  # the taps: a phase opened or closed
         self.root = root
         self.grad_enabled = torch.is_grad_enabled
         self.off = dict.fromkeys(KINDS, False)
@@ -327,24 +329,42 @@ class Spans:
         phase = _Phase(frame, module)
         self._eval = phase
         self._stack.append(frame)
+        self.on_phase(True)
         phase.hook = self.door.add("forward_pre", self._eval_forward, ENTRY["eval"],
                                    on_fail=lambda _exc: self._disable("eval"))  # fmt: skip
 
     def _eval_forward(self, module, args) -> None:
         """While a phase is open: a forward of the phase's module (or one inside it) without
-        gradients makes it an evaluation; one with gradients ends it."""
+        gradients makes it an evaluation; one with gradients in training mode ends it (the
+        mode was set back without ``train()``). A forward with gradients in eval mode (a
+        validation written without ``no_grad``, or training in eval mode) leaves it open when
+        the backward tap can tell the two apart: a ``backward()`` then ends it as training
+        (:meth:`backward_seen`), ``train()`` as an evaluation."""
         phase = self._eval
         if phase is None or _ident() != self.thread or id(module) not in phase.inside():
             return
-        if self.grad_enabled():
+        if not self.grad_enabled():
+            phase.evaluated = True
+        elif module.training or not self.backward_watch():
             self._eval_close(emit=phase.evaluated)
         else:
-            phase.evaluated = True
+            phase.graded = True  # a forward with gradients in eval mode: see backward_seen
+
+    def backward_seen(self) -> None:
+        """A training ``backward()`` while a phase is open (the backward tap calls it): the
+        phase was training in eval mode unless a forward without gradients ran in it."""
+        phase = self._eval
+        if phase is not None and phase.graded and _ident() == self.thread:
+            try:  # its module ran with gradients: this backward is its training (else another
+                self._eval_close(emit=phase.evaluated)  # module's, a frozen teacher's student)
+            except Exception as exc:
+                self._fail("eval", exc)
 
     def _eval_close(self, emit: bool) -> None:
         phase, self._eval = self._eval, None
         if phase is None:
             return
+        self.on_phase(False)
         seconds = _perf() - phase.p0
         if phase.hook is not None:
             phase.hook.remove()
@@ -412,6 +432,7 @@ class _Phase:
         self.module = module
         self.hook = None
         self.evaluated = False
+        self.graded = False  # a forward with gradients of its module ran in eval mode
         self._inside: set[int] | None = None
 
     def inside(self) -> set[int]:

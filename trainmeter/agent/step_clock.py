@@ -49,6 +49,7 @@ from trainmeter.agent.classattr import restore, set_attr
 NAME = "optimizer step hook"  # the entry point's name in warnings (guard.failed)
 METHOD = "_optimizer_step_code"
 LAST_STEP = 1 << 62  # a step count's length: never reached
+WATCH_STEPS = 8  # clock steps the global hook watches for a second optimizer (_on_step)
 _PROFILER_SWITCHES = ("_run_on_profiler_start", "_run_on_profiler_stop")
 
 
@@ -88,12 +89,15 @@ class StepClock:
         self.clock_id: int | None = None  # id() of the clock optimizer, once chosen
         self._hook = None  # the global post-step hook (hooks.Hook), until the method takes over
         self._seen = 0  # clock steps the hook has seen in this segment
+        self._last = 0  # the step count when the hook last ran
+        self._decided = False  # the losses from backward() are decided (decide)
         self.others_outside: set[int] = set()  # other optimizers stepped between clock steps
         self._clocked = None  # weakref to the clock optimizer while its instance has our method
         self._method = None  # the method it has now (first, the C chain, or the profiled one)
         self._tick = None  # the C chain for this clock
         self._switches: list[tuple] = []  # classattr saves of the wrapped profiler functions
         self._once = False  # a one-shot method from at_next_step is waiting
+        self._gone = None  # weakref.finalize on the clock optimizer (_clock_gone)
 
     # -- start / stop (never called from inside an optimizer step) ------------------------------
     def watch(self) -> None:
@@ -101,6 +105,7 @@ class StepClock:
         self._uninstall()
         self.clock_id = None
         self._seen = 0
+        self._decided = False
         self.others_outside = set()
         if self._hook is None:
             door = self.taps.door
@@ -118,7 +123,10 @@ class StepClock:
 
     # -- the global hook: the first step, or every step if the method is never called ----------
     def _on_step(self, optimizer, args, kwargs) -> None:
-        """The global post-step hook (guarded by the door: an error quiets the taps)."""
+        """The global post-step hook (guarded by the door: an error quiets the taps). It lives
+        for the clock's first ``WATCH_STEPS`` steps: long enough to see a second optimizer
+        that steps apart from the clock (a GAN's generator, stepped once per several critic
+        steps), which decides whether the losses from backward() are one model's."""
         taps = self.taps
         if taps.off or not taps.agent.armed:
             return
@@ -130,11 +138,25 @@ class StepClock:
             self._push(*counts)
         elif id(optimizer) == self.clock_id:
             self._seen += 1
-            if self._seen == 2:
-                taps.second_step(self.others_outside)
-            self._push(0, 0, 0)  # the method was not called: this hook clocks instead
+            if steps_taken(taps.agent.steps) == self._last:  # the method did not clock it
+                if self._seen == 2:
+                    taps.second_step()
+                self._push(0, 0, 0)
+            if self._seen >= WATCH_STEPS:
+                self.decide()
         elif not _inside_backward(self.torch):  # a second optimizer (a GAN's), not fused
             self.others_outside.add(id(optimizer))
+        self._last = steps_taken(taps.agent.steps)
+
+    def decide(self) -> None:
+        """Enough clock steps seen (or the run ends): the losses are one model's unless
+        another optimizer stepped apart; the hook goes (at a safe point: the door waits)."""
+        if self._decided:
+            return
+        self._decided = True
+        self.taps.losses_decided(self.others_outside)
+        if self._method is not None:  # the method clocks: the hook is no longer needed
+            self._remove_hook()
 
     def _push(self, tokens: int, samples: int, seq_sq: int) -> None:
         agent = self.taps.agent
@@ -153,13 +175,14 @@ class StepClock:
             return
         self._tick = ticker(self.taps.agent.sender.put_step, self.taps.agent.steps)
         self._clocked = weakref.ref(optimizer)
+        self._gone = weakref.finalize(optimizer, self._clock_gone, id(optimizer))
+        self._gone.atexit = False
         self._wrap_profiler()
 
-        def first() -> None:  # the method runs: the global hook is no longer needed
+        def first() -> None:  # the method runs (the hook stays until decide())
             try:
-                self._remove_hook()  # outside torch's hook loops here: removed at once
                 if not self.taps.off:
-                    self.taps.second_step(self.others_outside)
+                    self.taps.second_step()
                 self._refresh()
             except Exception as exc:
                 self.taps.quiet()
@@ -176,7 +199,8 @@ class StepClock:
         step as usual. False when there is no clock method to borrow (no clock yet, the hook
         clocks, or the first method is still waiting: it flushes the taps' door itself)."""
         optimizer = self._clocked() if self._clocked is not None else None
-        if optimizer is None or self._method is None or self._hook is not None:
+        method = self._method
+        if optimizer is None or method is None or getattr(method, "__name__", "") == "first":
             return False  # no method of ours, or the first one still waits (it flushes)
         if self._once:
             return True  # one is waiting already: it flushes everything pending
@@ -218,7 +242,31 @@ class StepClock:
         if optimizer is not None and vars(optimizer).get(METHOD) is self._method:
             vars(optimizer).pop(METHOD, None)
 
+    def _clock_gone(self, clock_id: int) -> None:
+        """The clock optimizer was freed (a fine-tune that builds a new optimizer after
+        unfreezing, a restart with a new learning rate): the next optimizer to step becomes
+        the clock, and the step count goes on."""
+        try:
+            if self.clock_id != clock_id or self.taps.off:
+                return
+            self.clock_id, self._clocked, self._method, self._tick = None, None, None, None
+            self._seen = 0
+            if self._hook is None:
+                door = self.taps.door
+                self._hook = door.add("optimizer_post", self._on_step, NAME,
+                                      on_fail=self.taps.quiet)  # fmt: skip
+            text = ("step clock: the optimizer that clocked the steps was freed; the next "
+                    "optimizer to step clocks them from here, counting on")  # fmt: skip
+            self.taps.agent.put("note", source="trainmeter", text=text)
+        except Exception as exc:
+            self.taps.quiet()
+            guard.failed(NAME, exc)
+
     def _uninstall(self) -> None:
+        gone = getattr(self, "_gone", None)
+        if gone is not None:
+            gone.detach()
+            self._gone = None
         self._take_method()
         self._clocked = self._method = self._tick = None
         self._once = False

@@ -104,6 +104,8 @@ class TorchTaps:
         # time spans (data waits, checkpoints, eval, warm-up) start and stop with these taps
         self.spans = Spans(agent, torch, self.door,
                            root=lambda: self._root() if self._root else None)  # fmt: skip
+        self.spans.backward_watch = lambda: self.backward.on
+        self.spans.on_phase = self._phase
         self.pad = pad_counter(agent, torch)  # --pad-tokens skip, else None (pad_tokens.py)
         self.flop_count = FlopCount(self)  # one step's executed FLOPs per run (flop_count.py)
 
@@ -226,6 +228,11 @@ class TorchTaps:
         except Exception as exc:  # the spans fail alone: the step clock goes on
             guard.failed("span taps", exc)
 
+    def _phase(self, is_open: bool) -> None:
+        """An evaluation phase opened (the backward tap tells the spans of a backward) or
+        closed."""
+        self.backward.on_call = self.spans.backward_seen if is_open else None
+
     def _backward(self, method: str) -> None:
         try:
             getattr(self.backward, method)()
@@ -295,7 +302,8 @@ class TorchTaps:
         """The call's token tensor: the first positional argument; in a batch passed whole
         (``model(batch)``), the dict's first ``_TOKEN_KWARGS`` key that holds a tensor, or the
         list's or tuple's first item; with no positional argument, the first of the
-        ``_TOKEN_KWARGS`` keywords that holds a tensor; else None."""
+        ``_TOKEN_KWARGS`` keywords that holds a tensor, else the first keyword holding an
+        integer tensor (token ids under another name); else None."""
         tensor = self.tensor_type
         if args:
             first = args[0]
@@ -307,8 +315,15 @@ class TorchTaps:
                 return first[0] if isinstance(first[0], tensor) else None
             else:
                 return None
-        values = (kwargs.get(key) for key in _TOKEN_KWARGS) if kwargs else ()
-        return next((v for v in values if isinstance(v, tensor)), None)
+        if not kwargs:
+            return None
+        named = (kwargs.get(key) for key in _TOKEN_KWARGS)
+        found = next((v for v in named if isinstance(v, tensor)), None)
+        if found is None:  # other names (fairseq's src_tokens): the first integer tensor
+            ints = self.int_dtypes
+            found = next((v for v in kwargs.values()
+                          if isinstance(v, tensor) and v.dtype in ints), None)  # fmt: skip
+        return found
 
     # -- discovery (before the first optimizer step only; hooks guarded by the door) ---------
     def _g_pre(self, module, args) -> None:
@@ -350,8 +365,9 @@ class TorchTaps:
     def first_step(self, optimizer, args=(), kwargs=None) -> tuple[int, int, int]:
         """The clock's first step (step_clock.py): the root is the top-level module sharing
         the most parameters with ``optimizer``; returns discovery's (tokens, samples, seq_sq)
-        for it. Warm-up ends here (spans.py)."""
+        for it. Warm-up ends here (spans.py), and the rank is read from ``torch.distributed``."""
         self._spans("first_step")
+        self._distributed_rank()
         self.backward.watching = False  # an optimizer clocks the steps
         self._backward("lean")
         closure = args[1] if len(args) > 1 else (kwargs or {}).get("closure")
@@ -362,21 +378,40 @@ class TorchTaps:
             return 0, 0, 0  # root already known (a later segment re-chose the clock only)
         self._remove_global()
         wanted = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        best = max(
-            self._roots.values(),
-            key=lambda e: sum(1 for p in e[0].parameters() if id(p) in wanted),
-            default=None,
-        )
+        trained = []  # (shared parameters, entry) of the candidates the optimizer trains
+        for entry in self._roots.values():
+            shared = sum(1 for p in entry[0].parameters() if id(p) in wanted)
+            if shared:
+                trained.append((shared, entry))
         self._roots.clear()
-        if best is None:
+        if not trained:
             return 0, 0, 0
-        root, calls, nbytes, n = best
+        trained.sort(key=lambda se: -se[0])
+        best = trained[0][1]
+        # the tokens are counted where token ids go in: the root, or, when the model is
+        # several top-level modules (char-rnn's embedding, LSTM and head), the one fed ids
+        fed = next((e for _, e in trained if any(ids for _, ids, *_ in e[1])), best)
+        root, calls, nbytes, n = fed
         (counts,) = self._discovered(calls)
         per_call = max(8, nbytes // max(n, 1))  # bytes a queued input holds on to
         self.agent.sender.max_items = max(MIN_QUEUED, min(MAX_QUEUED, DEFER_BYTES // per_call))
         self._patch_call(root)
-        self.agent.put_model(self._model_fields(root, calls))
+        model = best[0] if len(trained) == 1 else _together([e[0] for _, e in trained], self.torch)
+        self.agent.put_model(self._model_fields(model, calls))
         return counts
+
+    def _distributed_rank(self) -> None:
+        """A process group set up by hand (``mp.spawn``, ``init_process_group(rank=...)``)
+        gives no ``RANK`` variable: take the rank and world size from it (local calls, no
+        communication)."""
+        dist = getattr(self.torch, "distributed", None)
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return
+        rank, world = dist.get_rank(), dist.get_world_size()
+        adopt = getattr(self.agent, "adopt_rank", None)
+        known = (self.agent.rank, getattr(self.agent, "world_size", 1))
+        if adopt is not None and (rank, world) != known:
+            adopt(rank, world)
 
     def _discovered(self, calls: list, steps: int = 1) -> list[tuple[int, int, int]]:
         """Discovery's counts for the root's calls, along the batch axis their first shape
@@ -420,11 +455,16 @@ class TorchTaps:
         self._put(Fallback(counts))
 
     def finish(self) -> None:
-        """The process ends: a loop that stepped no optimizer in fewer backward() calls than
-        the fallback waits for is clocked by them all the same."""
-        if self.backward.watching and self.backward.calls and not self.off:
+        """The process ends (or a notebook cell): a loop that stepped no optimizer in fewer
+        backward() calls than the fallback waits for is clocked by them all the same, and a
+        run shorter than the clock's watch decides its losses with what it saw."""
+        if self.off:
+            return
+        if self.backward.watching and self.backward.calls:
             self.backward.watching = False
             self._backward_clock()
+        if self.clock.clock_id is not None:
+            self.clock.decide()
 
     def _model_fields(self, root, calls: list) -> dict[str, Any]:
         seq_len = None
@@ -445,11 +485,16 @@ class TorchTaps:
             fields["device_name"] = self.torch.cuda.get_device_name(device)
         return fields
 
-    def second_step(self, others: set) -> None:
-        """The clock's second step (step_clock.py): the counted step is armed, the losses from
-        backward() are one model's or not (another optimizer stepped apart from the clock, as
-        a GAN's does: its losses are mixed in), and what waited for a safe point is done."""
+    def second_step(self) -> None:
+        """The clock's second step (step_clock.py): the counted step is armed, and what waited
+        for a safe point is done."""
         self.flop_count.second_step()
+        self.door.flush()
+
+    def losses_decided(self, others: set) -> None:
+        """The clock has watched its first steps (step_clock.py ``decide``): the losses from
+        backward() are one model's, or not when another optimizer stepped apart from the clock
+        (a GAN's: its losses are mixed in)."""
         self._put(LOSS_OFF if others else LOSS_ON)
         if others:
             text = (f"train loss from backward(): not recorded: {len(others) + 1} optimizers "
@@ -470,6 +515,16 @@ class TorchTaps:
             tf32 = device == "cuda" and torch.get_float32_matmul_precision() != "highest"
             return "tf32" if tf32 else "fp32"
         return None
+
+
+def _together(modules: list, torch):
+    """Top-level modules the optimizer trains together, as one module for ``describe`` (its
+    parameters counted once, named ``A+B+C``)."""
+    holder = torch.nn.Module()
+    for i, m in enumerate(modules):
+        holder.add_module(f"part{i}", m)
+    holder.__class__ = type("+".join(type(m).__name__ for m in modules), (torch.nn.Module,), {})
+    return holder
 
 
 def _trainable(entry: list) -> int:

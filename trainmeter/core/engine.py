@@ -633,7 +633,8 @@ class Engine:
             out.append(f"train loss: {BACKWARD_LOSS} is the value each training backward() "
                        "was called on, summed over the step's micro-batches (no tracker, "
                        "framework or trainmeter.emit reported a loss)")  # fmt: skip
-        elif not names:
+        elif not names and not any("train loss from backward(): not recorded" in n
+                                   for n in self.notes):  # fmt: skip
             out.append("loss: none reported (no tracker, framework or trainmeter.emit call, "
                        "and no value backward() was called on could be read); add "
                        "trainmeter.emit(train_loss=loss.item()) after the step")  # fmt: skip
@@ -651,8 +652,9 @@ class Engine:
             out.append("FLOPs/token: no model seen yet (found at the first training forward pass)")
         if peak is None and attached is None:
             m = self.model or {}
-            device = self._device() or m.get("device") or "unknown"
-            out.append(f"no MFU: no dense peak is known for {device}; declare one with --peak")
+            device = self._device() or m.get("device")
+            known = f"for {device}" if device else "(no device seen yet)"
+            out.append(f"no MFU: no dense peak is known {known}; declare one with --peak")
         if budget_flops is not None:
             if self.opts.get("budget_tokens") is not None:
                 out.append("budget: tokens and FLOPs both declared; progress and ETA follow tokens")
