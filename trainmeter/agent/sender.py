@@ -186,7 +186,12 @@ class Sender:
         steps, spans, records = self.reader.read(self.queue)
         if self._stop.is_set():  # the last flush: nothing waits any more
             records += self.reader.release_all()
-        chunks = [_line(b) for b in (steps, spans) if b is not None]  # steps first: decode_wire
+        # who is sending comes first (a rank adopted from torch.distributed applies to the
+        # steps beside it), then steps, then spans (decode_wire), then the other records
+        hellos = [r for r in records if r.get("k") == "agent_hello"]
+        records = [r for r in records if r.get("k") != "agent_hello"] if hellos else records
+        chunks = [_line(r) for r in hellos]
+        chunks += [_line(b) for b in (steps, spans) if b is not None]
         for rec in records:
             try:
                 chunks.append(_line(rec))
