@@ -123,20 +123,14 @@ class BackwardTap:
                 guard.failed(NAME, exc)
 
     def _wrap(self, orig):
-        tap, put, tensor, scaled = self, self.put, self.torch.Tensor, self.scaled
+        tap, put = self, self.put
 
         def backward(tensors, *args, **kwargs):
             if tap.on:
                 try:
                     tap.calls += 1
-                    x = tensors
-                    pair = scaled[0]
-                    if pair is not None and pair[0] is x:
-                        x = pair[1]  # AMP: the loss before GradScaler.scale
-                    if type(x) is tensor and not x.is_cpu:
-                        x = tap.device_slot(x)
                     t = _now()
-                    put((t, x))
+                    put((t, tap.loss_of(tensors)))
                     if tap.watching:
                         tap.watch(t)
                     if tap.on_call is not None:
@@ -169,8 +163,8 @@ class BackwardTap:
                 try:
                     if type(tensors) is tensor and tensors.is_cpu and scaled[0] is None:
                         put((0.0, tensors))  # the common case: a CPU loss, read later
-                    else:
-                        tap.queue_other(tensors)
+                    else:  # scaled (AMP), on a device, or a tensor subclass
+                        put((0.0, tap.loss_of(tensors)))
                     if tap.on_call is not None:  # an evaluation phase is open (spans.py)
                         tap.on_call()
                 except Exception as exc:
@@ -181,15 +175,15 @@ class BackwardTap:
         backward.__wrapped__ = orig
         return backward
 
-    def queue_other(self, x) -> None:
-        """A loss the lean wrapper does not queue itself: a scaled one (AMP), one on a
-        device, a tensor subclass."""
+    def loss_of(self, x):
+        """What is queued for a backward of ``x``: the loss before ``GradScaler.scale`` when
+        ``x`` is its scaled copy; a device tensor's ring slot (or None); else ``x`` itself."""
         pair = self.scaled[0]
         if pair is not None and pair[0] is x:
             x = pair[1]
-        if isinstance(x, self.torch.Tensor) and not x.is_cpu:
-            x = self.device_slot(x)
-        self.put((0.0, x))
+        if type(x) is self.torch.Tensor and not x.is_cpu:  # a subclass (DTensor) is not copied
+            return self.device_slot(x)
+        return x
 
     def watch(self, t: float) -> None:
         """No optimizer has stepped yet: after ``FALLBACK_CALLS`` backward calls, or

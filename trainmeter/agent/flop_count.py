@@ -3,8 +3,9 @@
 
 Once per run, the clock optimizer's ``COUNT_STEP``-th step runs under
 ``torch.utils.flop_counter.FlopCounterMode(display=False)``: the mode is entered at the root
-model's first training forward of that step and left at that step's optimizer pre-hook, so it
-sees the step's forwards (every micro-batch) and backwards, and not the optimizer's own update.
+model's first training forward of that step and left at that step's optimizer pre-hook (or
+later, as the next paragraph says), so it sees the step's forwards (every micro-batch) and
+backwards, and not the optimizer's own update.
 The result (FLOP of the step, and the step's tokens from the agent's own count, which the sender
 writes in when it reads that step: ``await_step``) goes out as one ``flops_counted`` record; the
 engine divides the two. It sits beside the named conventions, never in their place (invariant 3).
@@ -15,16 +16,20 @@ loss scaling skipping steps, recompilation on a second shape); the third is the 
 after both. The FLOPs of a step do not depend on warm-up, but the mode slows the step it
 watches (Python runs at every op), so that cost is better paid once things settle.
 
-Cost and safety. Until the second step, one global optimizer post-hook; from then until the
-counted step ends, one global module pre-hook (every module call takes torch's slow path for
-that one step); then nothing: every hook is removed (by the module pre-hook at the next module
-call, since removing an optimizer hook from inside an optimizer hook breaks torch's iteration
-over them). The mode computes FLOPs from shapes on the host as ops are dispatched; it never
-reads a tensor's value, so on CUDA it adds no synchronization (the counted step only runs
-slower on the host). Numerics are unchanged: the ops run as they would, and the per-module
-tracker (global module hooks, extra autograd hooks) is replaced by a null one, since only the
-total is kept. An error in a FLOPs formula is caught inside the dispatch and ends counting;
-any other error turns the counter off (``guard``); the user's loop never sees either.
+Cost and safety. No hook until the clock's second step (the clock tells the count,
+``second_step``); from then until the counted step ends, one global module pre-hook (every
+module call takes torch's slow path for that one step), and while counting a module forward
+hook and the optimizer's pre- and post-hooks; then nothing. Every hook goes through the taps'
+hook door (hooks.py), which removes an optimizer hook only outside torch's hook loops. The
+window's end moves for a step with a closure (after the step), for an optimizer stepped inside
+backward (at the end of that backward), and a root forward without gradients inside it is not
+counted (docs/spec.md "Counted FLOPs"). The mode computes FLOPs from shapes on the host as ops
+are dispatched; it never reads a tensor's value, so on CUDA it adds no synchronization (the
+counted step only runs slower on the host). Numerics are unchanged: the ops run as they would,
+and the per-module tracker (global module hooks, extra autograd hooks) is replaced by a null
+one, since only the total is kept. An error in a FLOPs formula is caught inside the dispatch
+and ends counting; any other error turns the counter off (``guard``); the user's loop never
+sees either.
 
 Not counted when ``torch.compile`` is in use (a compiled model or module, or any frame Dynamo
 compiled in this process): Dynamo skips compiled code while a dispatch mode is active, so the
@@ -49,7 +54,7 @@ import sys
 import threading
 
 from trainmeter.agent import flop_formulas, guard
-from trainmeter.agent.step_clock import _inside_backward
+from trainmeter.agent.step_clock import has_closure, inside_backward
 
 NAME = "counted FLOPs"
 COUNT_STEP = 3  # the clock optimizer's step that is counted (module docstring says why)
@@ -180,10 +185,10 @@ class FlopCount:
         end of that backward."""
         if self.state != "counting" or id(optimizer) != self.taps.clock_id:
             return
-        if callable(args[1] if len(args) > 1 else kwargs.get("closure")):
+        if has_closure(args, kwargs):
             self.state = "in step"  # the closure runs forwards and backwards inside the step:
             return  # the count ends after it (_after_step)
-        if _inside_backward(self.taps.torch):
+        if inside_backward(self.taps.torch):
             self.state = "closing"
             engine = getattr(getattr(self.taps.torch.autograd, "Variable", None),
                              "_execution_engine", None)  # fmt: skip

@@ -187,13 +187,7 @@ class Door:
 
     def inside_step(self) -> bool:
         """Whether this thread is inside an optimizer's ``step()`` (a closure running)."""
-        code = self._loop_code
-        frame = sys._getframe(1)
-        while frame is not None:
-            if frame.f_code is code:
-                return True
-            frame = frame.f_back
-        return False
+        return next(_step_frames(self._loop_code), None) is not None
 
     def safe(self) -> bool:
         """Whether an optimizer hook dict may change now (no hook loop runs on this thread)."""
@@ -255,20 +249,25 @@ def _hook_loop_code(torch):
         return None
 
 
-def in_optimizer_hooks(code, frame=None) -> bool:
+def _step_frames(code):
+    """The frames of torch's step wrapper (``code``) on this thread's stack, innermost first
+    (none when ``code`` is None: another torch)."""
+    frame = sys._getframe(1)
+    while frame is not None and code is not None:
+        if frame.f_code is code:
+            yield frame
+        frame = frame.f_back
+
+
+def in_optimizer_hooks(code) -> bool:
     """Whether this thread is inside an optimizer hook loop: a frame of torch's step wrapper
     (``code``) stopped on a line that calls a hook (``pre_hook(...)``/``post_hook(...)``),
     rather than on the step itself or its ``_optimizer_step_code()``. With no source line to
     read, a wrapper frame counts as inside (the change waits: always safe). With no wrapper
     code known (another torch), never inside.
     """
-    if code is None:
-        return False
-    frame = sys._getframe(1) if frame is None else frame
-    while frame is not None:
-        if frame.f_code is code:
-            line = linecache.getline(code.co_filename, frame.f_lineno)
-            if not line or "hook(" in line:
-                return True
-        frame = frame.f_back
+    for frame in _step_frames(code):
+        line = linecache.getline(code.co_filename, frame.f_lineno)
+        if not line or "hook(" in line:
+            return True
     return False

@@ -278,7 +278,7 @@ class QueueReader:
         while queue:
             item = pop()
             kind = type(item)
-            if kind is tensor:  # a root call's first argument: the common case, inlined
+            if kind is tensor:  # a root call's first argument: shapes.count, inlined (hot)
                 shape = item.shape  # one call into C++; numel comes from the shape
                 b = shape[bax] if len(shape) > bax else 1
                 smp += b

@@ -90,7 +90,7 @@ class Spans:
         self._stack: list[list] = []  # open spans, innermost last: [child seconds, kind]
         self._patches: list[tuple] = []  # (owner, name, original, wrapper, had own)
         self._waiting: set[str] = set()  # optional modules with an import callback pending
-        self._eval: _Phase | None = None  # the open evaluation phase (see _eval_begin)
+        self._eval: _Phase | None = None  # the open evaluation phase (see _train_called)
         self._apart: tuple = (None, set())  # (id of the root, ids of modules not holding it)
         self._warm = None  # (frame, start, perf start) between first forward and first step
         self._warm_pre = None  # the warm-up's forward pre-hook (hooks.Hook)
@@ -243,9 +243,8 @@ class Spans:
 
         @functools.wraps(orig)
         def train(module, mode=True):
-            if busy[0] or off["eval"] or not (agent.armed and spans.active):
-                return orig(module, mode)
-            if _ident() != spans.thread:
+            idle = busy[0] or off["eval"] or not (agent.armed and spans.active)
+            if idle or _ident() != spans.thread:
                 return orig(module, mode)
             busy[0] = True
             try:

@@ -21,9 +21,11 @@ Only that one optimizer is clocked (a GAN's second optimizer of the same class i
 pickling, ``deepcopy`` and ``state_dict`` never see the attribute (``Optimizer.__getstate__``
 keeps three keys).
 
-The global hook (added through the taps' hook door, hooks.py) is removed the first time the
-instance's method runs, outside torch's hook loops; if it never runs (a torch that no longer
-calls it), the hook goes on clocking the steps itself. The clock's first two steps run Python
+The global hook (added through the taps' hook door, hooks.py) watches the clock's first
+``WATCH_STEPS`` steps for a second optimizer stepping apart (it decides whether the losses from
+backward() are one model's), then goes at a point outside torch's hook loops; the instance's
+method clocks the steps from the second on. If the method never runs (a torch that no longer
+calls it), the hook stays and clocks the steps itself. The clock's first two steps run Python
 (the hook, then the first method) and tell the taps (``taps.first_step``, ``taps.second_step``):
 discovery ends, warm-up ends, the counted step is armed, all without a hook of their own. Later,
 :meth:`StepClock.at_next_step` puts a one-shot Python method in for one step, where changes
@@ -97,6 +99,7 @@ class StepClock:
         self._tick = None  # the C chain for this clock
         self._switches: list[tuple] = []  # classattr saves of the wrapped profiler functions
         self._once = False  # a one-shot method from at_next_step is waiting
+        self._first = None  # the method that takes over from the hook, until it has run
         self._gone = None  # weakref.finalize on the clock optimizer (_clock_gone)
 
     # -- start / stop (never called from inside an optimizer step) ------------------------------
@@ -144,7 +147,7 @@ class StepClock:
                 self._push(0, 0, 0)
             if self._seen >= WATCH_STEPS:
                 self.decide()
-        elif not _inside_backward(self.torch):  # a second optimizer (a GAN's), not fused
+        elif not inside_backward(self.torch):  # a second optimizer (a GAN's), not fused
             self.others_outside.add(id(optimizer))
         self._last = steps_taken(taps.agent.steps)
 
@@ -191,6 +194,7 @@ class StepClock:
             if method is not None and method is not first:
                 method()
 
+        self._first = first
         self._set(optimizer, first)
 
     def at_next_step(self, fn) -> bool:
@@ -200,7 +204,7 @@ class StepClock:
         clocks, or the first method is still waiting: it flushes the taps' door itself)."""
         optimizer = self._clocked() if self._clocked is not None else None
         method = self._method
-        if optimizer is None or method is None or getattr(method, "__name__", "") == "first":
+        if optimizer is None or method is None or method is self._first:
             return False  # no method of ours, or the first one still waits (it flushes)
         if self._once:
             return True  # one is waiting already: it flushes everything pending
@@ -299,7 +303,13 @@ class StepClock:
             self._switches.append(set_attr(profiler, name, _then(getattr(profiler, name), self)))
 
 
-def _inside_backward(torch) -> bool:
+def has_closure(args: tuple, kwargs: dict | None) -> bool:
+    """Whether an optimizer step hook's ``(optimizer, *step args)`` / kwargs pass a closure
+    (``step(closure)``: LBFGS, Lightning), whose forwards and backwards run inside the step."""
+    return callable(args[1] if len(args) > 1 else (kwargs or {}).get("closure"))
+
+
+def inside_backward(torch) -> bool:
     """Whether autograd is running a backward on this thread now (an optimizer stepped from a
     post-accumulate-grad hook: fused into backward)."""
     task = getattr(getattr(torch, "_C", None), "_current_graph_task_id", None)

@@ -52,7 +52,7 @@ from trainmeter.agent.pad_tokens import pad_counter
 from trainmeter.agent.sender import FORGET
 from trainmeter.agent.shapes import BatchAxes, count
 from trainmeter.agent.spans import Spans
-from trainmeter.agent.step_clock import StepClock
+from trainmeter.agent.step_clock import StepClock, has_closure
 
 # Token tensors wait on the sender's queue until its next flush (0.1 s); when more than about
 # this many bytes of them arrive in one interval, the sender comes back sooner (Sender.max_items).
@@ -292,11 +292,17 @@ class TorchTaps:
         tensor), along the batch axis found at discovery (shapes.py)."""
         if x is None:
             return 0, 0, 0
-        tokens, samples, seq_sq = count(x.shape, x.dtype in self.int_dtypes, self.axes.axis)
-        if tokens and self.pad is not None:
-            kept = self.pad.tokens(x, self.pad.mask(kwargs))
-            return kept, samples, kept * (tokens // samples if samples else 0)
-        return tokens, samples, seq_sq
+        counts = count(x.shape, x.dtype in self.int_dtypes, self.axes.axis)
+        if counts[0] and self.pad is not None:
+            return self._non_pad(x, self.pad.mask(kwargs), counts)
+        return counts
+
+    def _non_pad(self, x, mask, counts: tuple) -> tuple[int, int, int]:
+        """``--pad-tokens skip``: (tokens, samples, seq_sq) with the mask's non-pad tokens,
+        each still of its padded sequence's length."""
+        tokens, samples, _ = counts
+        kept = self.pad.tokens(x, mask)
+        return kept, samples, kept * (tokens // samples if samples else 0)
 
     def _input(self, args, kwargs):
         """The call's token tensor: the first positional argument; in a batch passed whole
@@ -351,8 +357,7 @@ class TorchTaps:
         backward inside such a step is its loss)."""
         if self.clock_id is not None and id(optimizer) != self.clock_id:
             return
-        closure = args[1] if len(args) > 1 else kwargs.get("closure")
-        if callable(closure):
+        if has_closure(args, kwargs):
             self._put(STEP_BEGIN)
 
     def _autocast_state(self) -> dict[str, Any]:
@@ -370,8 +375,7 @@ class TorchTaps:
         self._distributed_rank()
         self.backward.watching = False  # an optimizer clocks the steps
         self._backward("lean")
-        closure = args[1] if len(args) > 1 else (kwargs or {}).get("closure")
-        if not callable(closure) and self._closure is not None:
+        if not has_closure(args, kwargs) and self._closure is not None:
             self._closure.remove()  # a plain step: no marker needed (the door waits to remove)
             self._closure = None
         if not self._handles:
@@ -424,8 +428,7 @@ class TorchTaps:
         for shape, ids, x, mask, before in calls:
             tok, smp, sq = count(shape, ids, axis)
             if tok and mask is not None:
-                kept = self.pad.tokens(x, mask)
-                tok, sq = kept, kept * (tok // smp if smp else 0)
+                tok, smp, sq = self._non_pad(x, mask, (tok, smp, sq))
             row = out[min(before, steps - 1)]
             row[0], row[1], row[2] = row[0] + tok, row[1] + smp, row[2] + sq
         return [tuple(r) for r in out]
