@@ -3,7 +3,7 @@
 What NVML reports (``trainmeter/sources/gpu.py`` reads it) is turned into figures here: activity
 fractions, OFU, observed FLOP/s, DRAM bytes/s, arithmetic intensity, ridge point, energy,
 power and throttle reasons. These are *counter metrics*: they sit beside MFU and the model
-metrics, never in their place (../shared/SPEC.md invariant 4). Definitions: docs/spec.md
+metrics, never in their place (docs/architecture.md invariant 4). Definitions: docs/spec.md
 "Numbers" and "Snapshot keys for the dashboard (issue 3)".
 
 Conventions shared with ``core.metrics``: a missing input (None) gives a missing output (None);
@@ -67,8 +67,8 @@ def ofu(tensor_active: float | None) -> float | None:
     Input: ``tensor_active``, the fraction (0..1) of the sample window in which the SMs' tensor
     pipes were busy: NVML GPM metric ``NVML_GPM_METRIC_ANY_TENSOR_UTIL`` (id 5, "percentage of
     time the GPU's SMs were doing ANY tensor operations", nvidia-ml-py ``pynvml.py``), which is
-    DCGM's ``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`` on Hopper and newer (../shared/REFERENCE.md
-    "NVML GPM").
+    DCGM's ``DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`` on Hopper and newer (docs/spec.md
+    "Hardware counters").
     Formula: ``ofu = tensor_active``. A tensor pipe that is active runs at its full rate, so this
     is the tensor FLOP rate the hardware observed as a fraction of its dense peak
     (``observed_flops / peak_flops``), in the run's dtype.
@@ -124,7 +124,7 @@ def arithmetic_intensity(flops_per_s: float | None, bytes_per_s: float | None) -
     Source: the roofline model, Williams, Waterman and Patterson, "Roofline: an insightful visual
     performance model for multicore architectures", CACM 52(4), 2009 (operational intensity).
     An average over every kernel in the window: compare it with ``ridge_point`` as a hint, never
-    as proof that a run is compute- or memory-bound (../shared/SPEC.md "Numbers").
+    as proof that a run is compute- or memory-bound (docs/spec.md "Hardware counters").
     Returns None when an input is None or there was no DRAM traffic (no intensity rather than
     infinity). Raises ValueError for a negative or non-finite input.
     """
@@ -159,7 +159,7 @@ def energy_delta_j(old_mj: float | None, new_mj: float | None) -> float | None:
 
     Inputs: two readings of ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since the driver last
     loaded; Volta and newer; it updates every 20-100 ms, so difference it over windows of 1 s
-    or more: ../shared/REFERENCE.md "Cheap NVML reads").
+    or more: docs/spec.md "Hardware sampling").
     Formula: ``(new_mj - old_mj) / 1000``. When ``new_mj < old_mj`` the counter restarted (a
     driver reload or GPU reset; a 64-bit mJ counter does not wrap in practice), so the new
     reading is counted from zero: ``new_mj / 1000``. The energy between the old reading and the
@@ -220,8 +220,8 @@ def power_w(milliwatts: float | None) -> float | None:
     """Board power in W from NVML's ``nvmlDeviceGetPowerUsage`` (mW).
 
     Formula: ``milliwatts / 1000``. NVML's figure is a 1 s average on Ampere (except GA100)
-    and newer, closer to instantaneous on older parts (../shared/REFERENCE.md). Returns None for
-    None; ValueError for a negative or non-finite value.
+    and newer, closer to instantaneous on older parts (NVML's ``nvmlDeviceGetPowerUsage``
+    documentation). Returns None for None; ValueError for a negative or non-finite value.
     """
     _check("milliwatts", milliwatts)
     return None if milliwatts is None else float(milliwatts) / 1000.0

@@ -1,6 +1,6 @@
 """NVML backend: the one module that touches NVML (``pynvml``, from the ``nvidia-ml-py`` package).
 
-NVML creates no CUDA context (../shared/SPEC.md invariant 9), and this module imports no CUDA
+NVML creates no CUDA context (docs/architecture.md invariant 9), and this module imports no CUDA
 binding (torch, cupy, pycuda, cuda); ``pynvml`` itself is imported lazily by ``load_nvml()``,
 so importing this module costs nothing on a machine without it.
 
@@ -16,7 +16,7 @@ lost_after=3, kind="nvml")``
     in ``base.GpuBackend``; ``sample()`` never raises. ``system()``: driver, NVML and CUDA
     driver versions and each physical GPU's MIG mode (for ``tm doctor``).
 
-Per tick and device (docs and ../shared/REFERENCE.md "NVML GPM", "Cheap NVML reads"):
+Per tick and device (docs/spec.md "Hardware sampling"):
 
 - Cheap reads: ``nvmlDeviceGetUtilizationRates(h).gpu`` (GPU-Util, %), ``GetMemoryInfo``
   (bytes), ``GetPowerUsage`` (mW), ``GetTotalEnergyConsumption`` (mJ), ``GetClockInfo`` (SM and

@@ -7,7 +7,7 @@ taken at once, so a sample reaches the log within a second of the start.
 
 Why 1 Hz by default (docs/spec.md "Sampling rate"): NVML's GPU-Util is an average over a sample
 period of 1/6 s to 1 s by product, board power a 1 s average, and the energy counter should be
-differenced over windows of about 1 s (../shared/REFERENCE.md "Cheap NVML reads"); GPM needs at
+differenced over windows of about 1 s (docs/spec.md "Hardware sampling"); GPM needs at
 least 100 ms between its two samples. Sampling faster repeats the same averages and grows the
 run log; 1 Hz keeps an 8-GPU node's log near 10 MB an hour.
 

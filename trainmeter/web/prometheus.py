@@ -3,7 +3,7 @@
 A cluster already runs Prometheus and Grafana; each node's ``tm`` exposes its live snapshot
 (:meth:`trainmeter.supervisor.live.Live.snapshot`) at ``http://HOST:PORT/metrics`` for them to
 scrape and aggregate across nodes, rather than trainmeter growing an aggregator of its own
-(../shared/SPEC.md "Multi-node"). The HTTP server and the text format are ``prometheus-client``'s
+(docs/multinode.md). The HTTP server and the text format are ``prometheus-client``'s
 (an optional dependency, imported only when the endpoint starts); this module maps the snapshot
 onto metric families, read at scrape time by a custom collector, so a scrape always sees one
 consistent snapshot taken under the supervisor's lock.
