@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from trainmeter.core import catalog, flops, metrics, peaks, plan
+from trainmeter.core.drops import Drops, drop_text
 from trainmeter.core.hardware import HardwareState
 from trainmeter.core.records import SPAN_KINDS
 from trainmeter.core.timeline import DEFAULT_CAP, Timeline
@@ -156,6 +157,7 @@ class Engine:
         self.first_refused: str | None = None
         self.refused_ranks = 0  # step records of ranks past MAX_RANKS or out of range
         self.bad_counts = 0  # steps, tokens, samples outside [0, 2**53)
+        self.drops = Drops()  # what was dropped on the way to the log (core/drops.py)
         self._handlers = {  # record kind -> fold (a dict: apply runs for every record)
             name[4:]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
         }
@@ -409,6 +411,9 @@ class Engine:
             return next(iter(seen))
         return "non-pad" if self.opts.get("pad_tokens") == "skip" else "all positions"
 
+    def _on_dropped(self, rec: dict) -> None:
+        self.drops.apply(rec)
+
     def _on_note(self, rec: dict) -> None:
         src = rec.get("source")
         self.note(f"{clip(src, MAX_NAME)}: {rec['text']}" if src else rec["text"])
@@ -451,8 +456,10 @@ class Engine:
         model_rate = None
         if rate is not None and fpt_now:
             model_rate = {k: metrics.model_flops_per_s(rate, v) for k, v in fpt_now.items()}
+        dropped = self.drops.snapshot()
         notes = (
             list(self.notes)
+            + ([drop_text(dropped)] if dropped else [])
             + self._gap_notes(peak, fpt, budget_flops, convention)
             + self._loss_notes()
             + self.hw.notes()
@@ -511,6 +518,7 @@ class Engine:
                 self._dtype(), self.opts.get("peak_flops"), pids=self._train_pids()
             ),
             "process": dict(self.process) if self.process is not None else None,
+            "dropped": dropped,
         }
 
     def _time_split(self, elapsed: float) -> dict[str, float] | None:

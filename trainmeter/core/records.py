@@ -75,6 +75,10 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     "gpu_devices": {"backend": (str,), "devices": (list,), "reason": _OPT_STR},
     # supervisor sampler: one reading of every GPU and of the host (core/hardware.py)
     "gpu": {"gpus": (list,), "host": (dict, type(None))},
+    # what one place (`source`: an agent's queue, the socket, the supervisor, the disk) has
+    # dropped so far, by reason: cumulative counts, the newest per (source, pid) replaces the
+    # earlier ones (docs/reliability.md)
+    "dropped": {"source": (str,), "counts": (dict,), "pid": _OPT_INT, "rank": _OPT_INT},
 }
 
 SPAN_KINDS = ("data", "checkpoint", "eval", "warmup")
@@ -84,6 +88,8 @@ TOKENS_COUNTING = ("all positions", "non-pad")
 # is what older agents wrote for sdpa
 ATTENTION = ("sdpa", "matmul", "none counted", "counted")
 MAX_SPAN_KIND = 32  # characters of a span kind
+MAX_DROP_REASONS = 32  # reasons in one dropped record
+MAX_DROP_REASON = 120  # characters of a reason
 
 RUN_STATES = ("running", "finished", "failed", "interrupted", "idle")
 SEGMENT_STATUSES = ("ok", "error", "interrupted")
@@ -144,6 +150,8 @@ def validate(rec: Any) -> dict[str, Any]:
         _check_counted(rec)
     if kind == "tokens_counting" and rec["counting"] not in TOKENS_COUNTING:
         raise RecordError(f"tokens_counting: 'counting' must be one of {TOKENS_COUNTING}")
+    if kind == "dropped":
+        _check_dropped(rec)
     if kind == "step_clock" and rec["source"] not in STEP_CLOCKS:
         raise RecordError(f"step_clock: 'source' must be one of {STEP_CLOCKS}")
     return rec
@@ -161,6 +169,17 @@ def _check_counted(rec: dict) -> None:
         raise RecordError(f"flops_counted: 'attention' must be one of {ATTENTION}")
     if not all(isinstance(x, str) for x in rec.get("not_counted") or ()):
         raise RecordError("flops_counted: 'not_counted' must be a list of strings")
+
+
+def _check_dropped(rec: dict) -> None:
+    """``dropped``: at most ``MAX_DROP_REASONS`` reasons (strings of at most
+    ``MAX_DROP_REASON`` characters), each a whole count in [0, 2**53)."""
+    counts = rec["counts"]
+    if len(counts) > MAX_DROP_REASONS or len(rec["source"]) > MAX_SPAN_KIND:
+        raise RecordError(f"dropped: more than {MAX_DROP_REASONS} reasons, or a long source")
+    for reason, n in counts.items():
+        if len(reason) > MAX_DROP_REASON or type(n) is not int or not 0 <= n < 2**53:
+            raise RecordError(f"dropped: reason {reason[:40]!r} needs a whole count >= 0")
 
 
 def _finite(x: float | int) -> bool:

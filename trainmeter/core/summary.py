@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmeter.core.drops import drop_text
 from trainmeter.core.units import format_duration, format_si
 
 
@@ -45,4 +46,5 @@ def summary_line(snap: dict[str, Any]) -> str:
 def _tail(snap: dict[str, Any], run: dict[str, Any]) -> list[str]:
     """The elapsed time and, when known, the log's path."""
     log = [f"log {run['log']}"] if run.get("log") else []
-    return [format_duration(snap.get("elapsed_s")), *log]
+    dropped = drop_text(snap.get("dropped"))
+    return [format_duration(snap.get("elapsed_s")), *([dropped] if dropped else []), *log]
