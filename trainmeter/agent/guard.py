@@ -23,6 +23,11 @@ def failed(name: str, exc: BaseException) -> None:
     warn_once(name, f"{name} stopped after an internal error: {type(exc).__name__}: {exc}")
 
 
+def revive(name: str) -> None:
+    """Turn entry point ``name`` back on (a notebook's sender pointed at a new supervisor)."""
+    _off.discard(name)
+
+
 def warn_once(key: str, text: str) -> None:
     """Print ``[trainmeter] text`` to stderr the first time ``key`` is seen; never raises."""
     if key in _reported:

@@ -77,6 +77,38 @@ class Sender:
     def alive(self) -> bool:
         return not guard.is_off("sender") and os.getpid() == self._pid
 
+    @property
+    def healthy(self) -> bool:
+        """Connected, or still able to reconnect: on, in the process that made it, and its
+        socket path exists (a supervisor may be listening there)."""
+        try:
+            return self.alive and (self._sock is not None or os.path.exists(self.path))
+        except Exception:
+            return False
+
+    def retarget(self, path: str) -> None:
+        """Point the sender at a new supervisor socket (a restarted notebook supervisor).
+
+        What was queued for the old socket is dropped; the sender comes back on if it was off
+        and connects lazily, sending its hello first. Never raises."""
+        try:
+            with self._lock:
+                if self._sock is not None:
+                    try:
+                        self._sock.close()
+                    except OSError:
+                        pass
+                    self._sock = None
+                self.path = path
+                self.queue.clear()
+                guard.revive("sender")
+                if not self._thread.is_alive() and not self._stop.is_set():
+                    self._thread = threading.Thread(target=self._loop, name="trainmeter-sender",
+                                                    daemon=True)  # fmt: skip
+                    self._thread.start()
+        except Exception as exc:
+            guard.warn_once("sender-retarget", f"sender retarget failed: {exc!r}")
+
     def put(self, rec: dict) -> None:
         """Queue one record (hot path: never blocks, never raises)."""
         self.queue.append(rec)
