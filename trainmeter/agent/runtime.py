@@ -99,6 +99,10 @@ class Agent:
         self.put("agent_hello", **self._hello)
         taps = self.torch_taps
         if taps is not None:
+            if new_run and taps.off and self.sender.alive:
+                # quieted when the sender stopped (a notebook supervisor died) and paused at the
+                # last cell's end; the sender is back (retarget): a new run counts again
+                taps.off = False
             taps.rediscover() if new_run else taps.new_segment()
 
     def disarm(self) -> None:
