@@ -12,6 +12,7 @@ and however far the stream lags (docs/spec.md "The chart timeline", "Bounds on a
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 
@@ -19,6 +20,7 @@ from trainmeter.core.timeline import Timeline
 from trainmeter.supervisor import client
 
 HISTORY_EVERY_S = 5.0
+STOP_JOIN_S = 0.5  # stop() waits this long for the thread at most
 
 
 class Bridge:
@@ -36,16 +38,40 @@ class Bridge:
         self.timeline = Timeline()
         self.snapshot: dict | None = None
         self._history_at = 0.0
-        self._sock, self._messages = client.subscribe(socket_path, hz)
-        self._thread = threading.Thread(target=self._loop, name="trainmeter-bridge", daemon=True)
+        self._sock: socket.socket | None = None
+        self._stopped = threading.Event()
+        # The thread connects, not the cell: a paused supervisor whose listen queue is full
+        # would hold a connect() (and the training cell with it) indefinitely.
+        self._thread = threading.Thread(target=self._loop, args=(socket_path, hz),
+                                        name="trainmeter-bridge", daemon=True)  # fmt: skip
         self._thread.start()
 
-    def _loop(self) -> None:
+    def _loop(self, socket_path: str, hz: float) -> None:
         try:
-            for msg in self._messages:
+            self._sock, messages = client.subscribe(socket_path, hz)
+            if self._stopped.is_set():  # stop() came while connecting
+                self._close()
+                return
+            for msg in messages:
+                if self._stopped.is_set():
+                    return
                 self._apply(msg)
-        except Exception as exc:  # a closed kernel comm or a bad message: stop quietly
-            print(f"[trainmeter] widget updates stopped: {exc!r}")
+        except Exception as exc:  # no supervisor, a closed kernel comm, a bad message
+            if not self._stopped.is_set():
+                print(f"[trainmeter] widget updates stopped: {exc!r}", file=sys.stderr)
+
+    def _close(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in recv
+        except OSError:
+            pass
+        try:
+            sock.close()
+        except OSError:
+            pass
 
     def _apply(self, msg: dict) -> None:
         points = msg.get("points") or {}
@@ -67,12 +93,10 @@ class Bridge:
     def stop(self, final: dict | None = None, history: dict | None = None) -> None:
         """Stop following; show ``final`` (the segment's last snapshot) and ``history`` (the
         supervisor's full timeline, which has every point even if the stream lagged)."""
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in recv
-            self._sock.close()
-        except OSError:
-            pass
-        self._thread.join(timeout=2.0)
+        self._stopped.set()
+        self._close()
+        # Bounded: a thread still connecting to a paused supervisor is left to finish alone.
+        self._thread.join(timeout=STOP_JOIN_S)
         self.widget.set_history(history if history is not None else self.timeline.full())
         if final is not None:
             self.widget.update(final)

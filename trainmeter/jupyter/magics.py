@@ -8,6 +8,7 @@ cell marked failed), and the last expression's value is displayed as usual.
 from __future__ import annotations
 
 import sys
+import time
 
 from IPython.core.async_helpers import _pseudo_sync_runner
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -17,6 +18,11 @@ from IPython.display import display
 from trainmeter.core import flops, peaks
 from trainmeter.core.summary import summary_line
 from trainmeter.core.units import parse_count, parse_flops, parse_flops_budget
+
+SYNC_TIMEOUT_S = 1.0  # a cell's end: the agent's records applied, from a healthy supervisor
+END_PING_TIMEOUT_S = 0.5  # ... missed: is the supervisor there at all?
+BUSY_SYNC_TIMEOUT_S = 10.0  # ... it is, with a backlog to apply: wait for it this much more
+END_TIMEOUT_S = 5.0  # segment_end (snapshot and full history) from a supervisor that answered
 
 
 @magics_class
@@ -38,26 +44,53 @@ class TrainmeterMagics(Magics):
     @line_cell_magic
     def trainmeter(self, line: str, cell: str | None = None):
         """Watch a training cell: ``%%trainmeter [--new] [--budget-tokens 20B] ...``."""
-        from trainmeter.jupyter.extension import session
+        from trainmeter.jupyter.extension import loaded
 
         args = parse_argstring(self.trainmeter, line)
-        s = session()
+        s = loaded()
+        if s is None:  # %unload_ext: the user's choice, said before anything runs
+            raise RuntimeError("trainmeter is not loaded: run %load_ext trainmeter first")
         if cell is None:
             return self._line(s, args)
         return self._cell(s, args, cell)
 
     # -- %%trainmeter ---------------------------------------------------------------------------
     def _cell(self, s, args, cell: str):
+        """Run the body whatever state trainmeter is in: a bad flag is a UsageError before
+        anything runs (the user's mistake); anything trainmeter cannot do is one line on stderr
+        and the body runs, unwatched if the segment could not start."""
         opts = _opts(args)  # bad values raise UsageError-like ValueError before anything starts
-        info = s.request("segment_start", name=args.name or "notebook", opts=opts, new=args.new)
-        if s.agent is not None:  # None only if the agent failed to start (it said so once)
-            s.agent.arm(new_run=info["segment"] == 1)
-        bridge = None if args.no_widget else _widget_bridge(s)
+        watched = self._begin(s, args, opts)
+        bridge = _widget_bridge(s) if watched and not args.no_widget else None
         error = None
         try:
             error = self._execute(cell)
         finally:
-            self._end_segment(s, bridge, error if error is not None else sys.exc_info()[1])
+            if watched:
+                self._end_segment(s, bridge, error if error is not None else sys.exc_info()[1])
+
+    def _begin(self, s, args, opts: dict) -> bool:
+        """Heal the supervisor, start the segment and arm the agent; False (and one line on
+        stderr) when the cell must run unwatched. Never raises."""
+        try:
+            note = s.check(cell=True)
+            if note:
+                _say(note)
+            if s.unclosed is not None:  # the last cell's end went unanswered: close it now
+                status, error = s.unclosed
+                s.unclosed = None
+                s.request("segment_end", status=status, error=error)
+            info = s.request("segment_start", name=args.name or "notebook", opts=opts,
+                             new=args.new)  # fmt: skip
+        except Exception as exc:
+            _say(f"[trainmeter] this cell runs unwatched: {_why(exc)}")
+            return False
+        try:
+            if s.agent is not None:  # None only if the agent failed to start (it said so once)
+                s.agent.arm(new_run=info.get("segment") == 1)
+        except Exception as exc:  # the agent's own entry points never raise; this is a guard
+            _say(f"[trainmeter] the agent could not start this cell: {_why(exc)}")
+        return True
 
     def _execute(self, body: str) -> BaseException | None:
         """Run ``body`` like a plain cell; returns the exception it raised (already shown)."""
@@ -80,38 +113,111 @@ class TrainmeterMagics(Magics):
         return result.error_in_exec if _pseudo_sync_runner(coro) else None
 
     def _end_segment(self, s, bridge, error: BaseException | None) -> None:
-        """Close the segment; never raises (it must not hide the cell's own exception)."""
+        """Close the segment within a few seconds whatever the supervisor does; never raises
+        (it must not hide the cell's own exception).
+
+        The agent's sync (every record sent is applied) waits ``SYNC_TIMEOUT_S``; a supervisor
+        that misses it gets one ping of ``END_PING_TIMEOUT_S``: if it answers it is only busy
+        (a backlog to apply) and the sync waits up to ``BUSY_SYNC_TIMEOUT_S`` more; if not, the
+        cell ends without a summary (one line) and the next cell heals. So a paused supervisor
+        holds a cell's end about ``SYNC_TIMEOUT_S + END_PING_TIMEOUT_S`` seconds.
+        """
         status = "ok"
         if isinstance(error, KeyboardInterrupt):
             status = "interrupted"
         elif error is not None:
             status = "error"
-        try:
-            if s.agent is not None:
-                s.agent.sender.sync()
-                s.agent.disarm()
-            text = f"{type(error).__name__}: {error}" if error is not None else None
-            reply = s.request("segment_end", status=status, error=text)
-            if bridge is not None:
-                bridge.stop(reply["snapshot"], reply.get("history"))
-            print(summary_line(reply["snapshot"]))
+        text = f"{type(error).__name__}: {error}" if error is not None else None
+        t0 = time.monotonic()
+        agent = s.agent
+        try:  # first: what the cell's end decides (a short loop's losses) is in the sync
+            if agent is not None:
+                agent.disarm()
         except Exception as exc:
-            print(f"[trainmeter] could not close the segment: {exc!r}", file=sys.stderr)
+            _say(f"[trainmeter] the agent did not stop cleanly: {_why(exc)}")
+        synced = agent is None or _sync(agent, SYNC_TIMEOUT_S)
+        answers = synced or s.answers(END_PING_TIMEOUT_S)
+        if not synced and answers:
+            _sync(agent, BUSY_SYNC_TIMEOUT_S)
+        reply = None
+        if answers:
+            try:
+                reply = s.request("segment_end", status=status, error=text,
+                                  timeout=END_TIMEOUT_S)  # fmt: skip
+            except Exception as exc:
+                _say(f"[trainmeter] could not close the segment: {_why(exc)}; no summary for "
+                     "this cell (the next %%trainmeter cell checks the supervisor)")  # fmt: skip
+                s.unclosed = (status, text)
+        else:
+            s.unclosed = (status, text)
+            took = time.monotonic() - t0
+            if s.alive():
+                what = (f"did not answer at the cell's end ({took:.1f} s); no summary for this "
+                        "cell; the next %%trainmeter cell checks it again")  # fmt: skip
+            else:
+                what = ("stopped during this cell; no summary for this cell; the next "
+                        "%%trainmeter cell starts a new one")  # fmt: skip
+            _say(f"[trainmeter] the supervisor (pid {s.proc.pid}) {what}")
+        try:
+            if bridge is not None:
+                if reply is not None:
+                    bridge.stop(reply.get("snapshot"), reply.get("history"))
+                else:
+                    bridge.stop()
+            if reply is not None:
+                print(summary_line(reply["snapshot"]))
+        except Exception as exc:
+            _say(f"[trainmeter] could not show the summary: {_why(exc)}")
 
     # -- %trainmeter ----------------------------------------------------------------------------
     def _line(self, s, args):
+        """``%trainmeter status|show|stop``: heals a stopped supervisor first (one line says
+        so); what it cannot do is one line on stderr, never an exception."""
         action = args.action or "status"
-        if action == "status":
-            print(summary_line(s.request("snapshot")["snapshot"]))
-        elif action == "show":
-            from trainmeter.jupyter.extension import show
-
-            return show()
-        elif action == "stop":
-            snap = s.request("end_run", status="ok").get("snapshot")
-            print(summary_line(snap) if snap else "trainmeter: no run is open")
-        else:
+        if action not in ("status", "show", "stop"):
             print(f"%trainmeter: unknown action {action!r}; use status, show or stop")
+            return None
+        try:
+            note = s.check(cell=False)
+        except Exception as exc:
+            _say(f"[trainmeter] {_why(exc)}")
+            return None
+        if note:
+            _say(note)
+        try:
+            if action == "status":
+                print(summary_line(s.request("snapshot")["snapshot"]))
+            elif action == "show":
+                from trainmeter.jupyter.extension import show
+
+                return show()
+            else:
+                snap = s.request("end_run", status="ok").get("snapshot")
+                print(summary_line(snap) if snap else "trainmeter: no run is open")
+        except Exception as exc:
+            _say(f"[trainmeter] %trainmeter {action} failed: {_why(exc)}")
+        return None
+
+
+def _sync(agent, timeout: float) -> bool:
+    """The agent's sync barrier (``Sender.sync``: never raises); False when it failed."""
+    try:
+        return bool(agent.sender.sync(timeout=timeout))
+    except Exception:
+        return False
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "the supervisor did not answer in time"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _say(text: str) -> None:
+    try:
+        print(text, file=sys.stderr)
+    except Exception:
+        pass
 
 
 def _widget_bridge(s):

@@ -1,0 +1,237 @@
+"""Monitoring that heals in a notebook (issue 15, item 3), in a real kernel as test_notebook.py
+runs one: the notebook's supervisor is killed (between cells, mid-cell) or paused at a cell's
+end, and every ``%%trainmeter`` cell still runs its body; the next one is recorded in a new run
+whose step records are the cell's own loop, counted here.
+
+The loop trains a tiny model with torch.optim.AdamW for ``STEPS`` steps on batches of
+``BATCH x SEQ`` token ids: each run log must hold steps 1..STEPS, each with BATCH * SEQ tokens
+(both by hand, from the loop below).
+"""
+
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from test_notebook import _kernel
+
+pytestmark = pytest.mark.slow
+
+STEPS, BATCH, SEQ = 7, 4, 5
+SETUP = f"""
+import os, signal, threading, time
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+def train(steps, after=None):
+    for i in range(steps):
+        x = torch.randint(0, 16, ({BATCH}, {SEQ}))
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), x.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if after is not None:
+            after(i + 1)
+    return steps
+
+def supervisor_pid():
+    from trainmeter.jupyter import extension
+    return extension._session.proc.pid
+"""
+HEAL = re.compile(r"\[trainmeter\] the supervisor \(pid (\d+)\) (.*); started a new one "
+                  r"\(pid (\d+)\) in ([\d.]+) s; (.*)")  # fmt: skip
+
+
+def _run(kc, code, timeout=120):
+    """Execute ``code``; returns (reply content, stdout, stderr) as the cell showed them."""
+    out = {"stdout": [], "stderr": []}
+
+    def hook(msg):
+        if msg["msg_type"] == "stream":
+            out[msg["content"]["name"]].append(msg["content"]["text"])
+
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
+    return reply["content"], "".join(out["stdout"]), "".join(out["stderr"])
+
+
+def _value(kc, expr):
+    content, out, err = _run(kc, f"print(repr({expr}))")
+    assert content["status"] == "ok", (content, err)
+    return eval(out.strip())
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    """A kernel in ``tmp_path`` with trainmeter loaded, the model built, one recorded cell."""
+    km, kc = _kernel()
+    try:
+        content, _, err = _run(kc, f"import os; os.chdir({str(tmp_path)!r})\n"
+                               "%load_ext trainmeter")  # fmt: skip
+        assert content["status"] == "ok", err
+        assert _run(kc, SETUP)[0]["status"] == "ok"
+        content, out, err = _run(kc, f"%%trainmeter --no-widget\ntrain({STEPS})")
+        assert content["status"] == "ok" and "trainmeter: finished" in out, (out, err)
+        yield kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def _logs(cwd) -> dict[Path, list[dict]]:
+    logs = sorted((Path(cwd) / ".trainmeter" / "runs").glob("*/run.jsonl"))
+    return {p: [json.loads(x) for x in p.read_text().splitlines() if x.strip()] for p in logs}
+
+
+def _new_log(cwd, before) -> list[dict]:
+    """The records of the one run log that is not in ``before``."""
+    new = [recs for p, recs in _logs(cwd).items() if p not in before]
+    assert len(new) == 1, f"{len(new)} new run logs"
+    return new[0]
+
+
+def _assert_recorded(recs, segments=1):
+    """One whole training cell per segment: steps 1..STEPS each time, BATCH * SEQ tokens each."""
+    steps = [r for r in recs if r["k"] == "step"]
+    assert [s["step"] for s in steps] == list(range(1, STEPS * segments + 1))
+    assert [s["tokens"] for s in steps] == [BATCH * SEQ] * (STEPS * segments)
+    starts = [r["segment"] for r in recs if r["k"] == "segment_start"]
+    assert starts == list(range(1, segments + 1))
+    assert [r["status"] for r in recs if r["k"] == "segment_end"] == ["ok"] * segments
+
+
+def _heal_line(err, old):
+    """The one stderr line that says the supervisor was replaced; returns its match."""
+    lines = [ln for ln in err.splitlines() if ln.startswith("[trainmeter] the supervisor")]
+    assert len(lines) == 1, err
+    m = HEAL.fullmatch(lines[0])
+    assert m and int(m[1]) == old, lines[0]
+    return m
+
+
+def _gone(pid, within=5.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.05)
+    return not Path(f"/proc/{pid}").exists()
+
+
+def test_kill_9_between_cells_the_next_cell_runs_restarts_and_is_recorded(kernel, tmp_path):
+    old = _value(kernel, "supervisor_pid()")
+    os.kill(old, signal.SIGKILL)
+    before = _logs(tmp_path)
+    # the widget on: a dead supervisor must not break the bridge either
+    content, out, err = _run(kernel, f"%%trainmeter\ndone = train({STEPS})")
+    assert content["status"] == "ok", (out, err)
+    m = _heal_line(err, old)
+    assert m[2] == "had stopped (killed by SIGKILL)" and m[5] == "this cell starts a new run"
+    new = int(m[3])
+    assert new == _value(kernel, "supervisor_pid()") != old and Path(f"/proc/{new}").exists()
+    assert _value(kernel, "done") == STEPS  # the body ran
+    assert "trainmeter: finished" in out and f"{STEPS} steps" in out
+    _assert_recorded(_new_log(tmp_path, before))
+    # and the cell after that continues the new run as its segment 2
+    assert _run(kernel, f"%%trainmeter --no-widget\ntrain({STEPS})")[0]["status"] == "ok"
+    _assert_recorded(_new_log(tmp_path, before), segments=2)
+
+
+def test_kill_9_mid_cell_the_cell_finishes_its_loop_and_the_next_is_recorded(kernel, tmp_path):
+    old = _value(kernel, "supervisor_pid()")
+    cell = (
+        "%%trainmeter --no-widget\n"
+        "seen = []\n"
+        "def kill_at(i):\n"
+        "    seen.append(i)\n"
+        "    if i == 3:\n"
+        "        time.sleep(0.3)  # the sender has flushed steps 1-3 to it\n"
+        "        os.kill(supervisor_pid(), signal.SIGKILL)\n"
+        "        time.sleep(0.3)  # the next flushes meet a dead socket\n"
+        f"train({STEPS}, after=kill_at)"
+    )
+    content, out, err = _run(kernel, cell)
+    assert content["status"] == "ok", (out, err)
+    assert _value(kernel, "seen") == list(range(1, STEPS + 1))  # the loop ran to its end
+    assert f"the supervisor (pid {old}) stopped during this cell" in err
+    assert "Traceback" not in out + err
+    before = _logs(tmp_path)
+    content, out, err = _run(kernel, f"%%trainmeter --no-widget\nafter = train({STEPS})")
+    assert content["status"] == "ok" and _value(kernel, "after") == STEPS
+    _heal_line(err, old)
+    _assert_recorded(_new_log(tmp_path, before))
+
+
+def test_a_supervisor_paused_at_a_cells_end_does_not_hold_the_kernel(kernel, tmp_path):
+    old = _value(kernel, "supervisor_pid()")
+    (old_log,) = _logs(tmp_path)
+    cell = (
+        "%%trainmeter --no-widget\n"
+        f"train({STEPS})\n"
+        "pid = supervisor_pid()\n"
+        "def resume():\n"
+        "    try:\n"
+        "        os.kill(pid, signal.SIGCONT)\n"
+        "    except OSError:  # already stopped for good by the next cell\n"
+        "        pass\n"
+        "threading.Timer(10.0, resume).start()\n"
+        "os.kill(pid, signal.SIGSTOP)\n"
+        "stopped_at = time.time()"
+    )
+    content, out, err = _run(kernel, cell)
+    returned = time.time()
+    assert content["status"] == "ok", (out, err)
+    held = returned - _value(kernel, "stopped_at")
+    # magics: SYNC_TIMEOUT_S (1.0) + END_PING_TIMEOUT_S (0.5) = 1.5 s, plus the reply's trip;
+    # at least the sync's 1 s shows that the pause was met (not a cell that raced past it)
+    assert 1.0 <= held < 4.0, (held, out, err)
+    assert f"the supervisor (pid {old}) did not answer at the cell's end" in err, err
+    assert "Traceback" not in out + err
+    # the next cell, still within the 10 s pause: stopped for good, a new one records it
+    before = _logs(tmp_path)
+    t0 = time.monotonic()
+    content, out, err = _run(kernel, f"%%trainmeter --no-widget\nnext_ = train({STEPS})")
+    assert content["status"] == "ok" and _value(kernel, "next_") == STEPS, (out, err)
+    m = _heal_line(err, old)
+    assert m[2] == "did not answer within 2 s; stopped it", m[0]
+    assert time.monotonic() - t0 < 10.0  # the ping's 2 s, the stop, the start and the loop
+    _assert_recorded(_new_log(tmp_path, before))
+    assert _gone(old)
+    # the paused one does not come back and write on once its timer would have resumed it
+    size = old_log.stat().st_size
+    time.sleep(max(0.0, _value(kernel, "stopped_at") + 11.0 - time.time()))
+    assert old_log.stat().st_size == size
+
+
+def test_status_after_a_kill_restarts_the_supervisor_and_says_so_in_one_line(kernel, tmp_path):
+    old = _value(kernel, "supervisor_pid()")
+    os.kill(old, signal.SIGKILL)
+    content, out, err = _run(kernel, "%trainmeter status")
+    assert content["status"] == "ok"
+    m = _heal_line(err, old)
+    assert m[2] == "had stopped (killed by SIGKILL)"
+    assert m[5] == "the next %%trainmeter cell starts a new run"
+    assert len(err.strip().splitlines()) == 1, err
+    new = int(m[3])
+    assert new == _value(kernel, "supervisor_pid()") and Path(f"/proc/{new}").exists()
+    assert out.startswith("trainmeter: idle")  # the new supervisor has no run yet
+    content, out, err = _run(kernel, "%trainmeter status")  # healthy now: no line
+    assert content["status"] == "ok" and err == "", err
+    before = _logs(tmp_path)
+    assert _run(kernel, f"%%trainmeter --no-widget\ntrain({STEPS})")[0]["status"] == "ok"
+    _assert_recorded(_new_log(tmp_path, before))
+
+
+def test_reload_ext_after_a_kill_leaves_a_working_agent(kernel, tmp_path):
+    old = _value(kernel, "supervisor_pid()")
+    os.kill(old, signal.SIGKILL)
+    time.sleep(0.3)
+    content, out, err = _run(kernel, "%reload_ext trainmeter")
+    assert content["status"] == "ok", err
+    assert _value(kernel, "supervisor_pid()") != old
+    before = _logs(tmp_path)
+    content, out, err = _run(kernel, f"%%trainmeter --no-widget\ntrain({STEPS})")
+    assert content["status"] == "ok" and f"{STEPS} steps" in out, (out, err)
+    _assert_recorded(_new_log(tmp_path, before))
