@@ -39,8 +39,9 @@ def train(steps, after=None):
             after(i + 1)
     return steps
 
+from trainmeter.jupyter import extension
+
 def supervisor_pid():
-    from trainmeter.jupyter import extension
     return extension._session.proc.pid
 """
 HEAL = re.compile(r"\[trainmeter\] the supervisor \(pid (\d+)\) (.*); started a new one "
@@ -102,6 +103,15 @@ def _assert_recorded(recs, segments=1):
     starts = [r["segment"] for r in recs if r["k"] == "segment_start"]
     assert starts == list(range(1, segments + 1))
     assert [r["status"] for r in recs if r["k"] == "segment_end"] == ["ok"] * segments
+    # each cell's losses (from backward(); decided at the cell's end: STEPS < the clock's
+    # 8-step watch) are applied before its segment_end, so its summary has them
+    seg, losses = 0, {}
+    for r in recs:
+        if r["k"] == "segment_end":
+            seg += 1
+        elif r["k"] == "series" and r["name"] == "backward_loss":
+            losses.setdefault(seg, []).append(r["step"])
+    assert losses == {i: list(range(i * STEPS + 1, (i + 1) * STEPS + 1)) for i in range(segments)}
 
 
 def _heal_line(err, old):
@@ -122,6 +132,7 @@ def _gone(pid, within=5.0):
 
 def test_kill_9_between_cells_the_next_cell_runs_restarts_and_is_recorded(kernel, tmp_path):
     old = _value(kernel, "supervisor_pid()")
+    old_socket = Path(_value(kernel, "extension._session.socket"))
     os.kill(old, signal.SIGKILL)
     before = _logs(tmp_path)
     # the widget on: a dead supervisor must not break the bridge either
@@ -132,6 +143,7 @@ def test_kill_9_between_cells_the_next_cell_runs_restarts_and_is_recorded(kernel
     new = int(m[3])
     assert new == _value(kernel, "supervisor_pid()") != old and Path(f"/proc/{new}").exists()
     assert _value(kernel, "done") == STEPS  # the body ran
+    assert not old_socket.parent.exists()  # the dead one's socket folder is not left behind
     assert "trainmeter: finished" in out and f"{STEPS} steps" in out
     _assert_recorded(_new_log(tmp_path, before))
     # and the cell after that continues the new run as its segment 2
@@ -199,10 +211,74 @@ def test_a_supervisor_paused_at_a_cells_end_does_not_hold_the_kernel(kernel, tmp
     assert time.monotonic() - t0 < 10.0  # the ping's 2 s, the stop, the start and the loop
     _assert_recorded(_new_log(tmp_path, before))
     assert _gone(old)
+    # stopped for good with SIGTERM (then SIGCONT), it closed its run before it exited
+    assert [r["k"] for r in _logs(tmp_path)[old_log][-2:]] == ["segment_end", "run_end"]
     # the paused one does not come back and write on once its timer would have resumed it
     size = old_log.stat().st_size
     time.sleep(max(0.0, _value(kernel, "stopped_at") + 11.0 - time.time()))
     assert old_log.stat().st_size == size
+
+
+def test_a_supervisor_paused_mid_cell_under_a_flood_does_not_hold_the_kernel(kernel, tmp_path):
+    """Paused while the loop goes on emitting: the sender's socket buffer fills and its thread
+    blocks writing; the cell's end must not wait on it, and the next cell is recorded."""
+    old = _value(kernel, "supervisor_pid()")
+    cell = (
+        "%%trainmeter --no-widget\n"
+        "import trainmeter\n"
+        "pid = supervisor_pid()\n"
+        "def resume():\n"
+        "    try:\n"
+        "        os.kill(pid, signal.SIGCONT)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "threading.Timer(30.0, resume).start()\n"
+        "os.kill(pid, signal.SIGSTOP)\n"
+        "t0, i = time.time(), 0\n"
+        "while time.time() - t0 < 2.0:  # ~10^5 series points: far over a socket buffer\n"
+        "    i += 1\n"
+        "    trainmeter.emit(step=i, **{f'metric_{k}': float(i) for k in range(50)})\n"
+        "loop_end = time.time()"
+    )
+    content, out, err = _run(kernel, cell)
+    returned = time.time()
+    assert content["status"] == "ok", (out, err)
+    held = returned - _value(kernel, "loop_end")
+    assert held < 4.0, (held, out, err)  # 1.25 s sync wait + 0.5 s ping, as above
+    assert f"the supervisor (pid {old}) did not answer at the cell's end" in err, err
+    assert _value(kernel, "i") > 1000  # the loop was not held either
+    before = _logs(tmp_path)
+    content, out, err = _run(kernel, f"%%trainmeter --no-widget\nnext_ = train({STEPS})")
+    assert content["status"] == "ok" and _value(kernel, "next_") == STEPS, (out, err)
+    _heal_line(err, old)
+    _assert_recorded(_new_log(tmp_path, before))
+    assert _gone(old)
+
+
+def test_a_supervisor_that_cannot_restart_leaves_the_cell_running_with_its_own_error(
+    kernel, tmp_path
+):
+    old = _value(kernel, "supervisor_pid()")
+    os.kill(old, signal.SIGKILL)
+    # the new supervisor cannot bind its socket (no such folder): it exits at once
+    no_dir = "lambda: '/nonexistent-tm/supervisor.sock'"
+    _run(kernel, "from trainmeter.jupyter import extension\n"
+                 "real_path = extension.private_socket_path\n"
+                 f"extension.private_socket_path = {no_dir}")  # fmt: skip
+    content, out, err = _run(kernel, "%%trainmeter\nran = train(3)\n1 / 0")
+    assert content["status"] == "error" and content["ename"] == "ZeroDivisionError"
+    assert _value(kernel, "ran") == 3  # the body ran, and its own exception is the cell's
+    lines = [ln for ln in err.splitlines() if ln.startswith("[trainmeter]")]
+    assert lines == ["[trainmeter] this cell runs unwatched: RuntimeError: the trainmeter "
+                     "supervisor did not start (exit code 1)"], err  # fmt: skip
+    assert "trainmeter: finished" not in out
+    # once it can start again, the next cell heals and is recorded
+    _run(kernel, "extension.private_socket_path = real_path")
+    before = _logs(tmp_path)
+    content, out, err = _run(kernel, f"%%trainmeter --no-widget\ntrain({STEPS})")
+    assert content["status"] == "ok", (out, err)
+    assert "had stopped (exit code 1); started a new one" in err, err
+    _assert_recorded(_new_log(tmp_path, before))
 
 
 def test_status_after_a_kill_restarts_the_supervisor_and_says_so_in_one_line(kernel, tmp_path):

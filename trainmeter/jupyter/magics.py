@@ -8,6 +8,7 @@ cell marked failed), and the last expression's value is displayed as usual.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 from IPython.core.async_helpers import _pseudo_sync_runner
@@ -20,6 +21,7 @@ from trainmeter.core.summary import summary_line
 from trainmeter.core.units import parse_count, parse_flops, parse_flops_budget
 
 SYNC_TIMEOUT_S = 1.0  # a cell's end: the agent's records applied, from a healthy supervisor
+SYNC_GRACE_S = 0.25  # ... beyond its own timeout, before the cell stops waiting on it
 END_PING_TIMEOUT_S = 0.5  # ... missed: is the supervisor there at all?
 BUSY_SYNC_TIMEOUT_S = 10.0  # ... it is, with a backlog to apply: wait for it this much more
 END_TIMEOUT_S = 5.0  # segment_end (snapshot and full history) from a supervisor that answered
@@ -200,11 +202,25 @@ class TrainmeterMagics(Magics):
 
 
 def _sync(agent, timeout: float) -> bool:
-    """The agent's sync barrier (``Sender.sync``: never raises); False when it failed."""
+    """The agent's sync barrier (``Sender.sync``); False when it failed or took longer than
+    ``timeout`` (+ ``SYNC_GRACE_S``). It runs in a helper thread that the cell waits on no
+    longer: a sender blocked writing to a paused supervisor (its socket buffer full) holds its
+    lock until the supervisor reads again or is stopped (the next cell's check stops it)."""
+    done: list[bool] = []
+
+    def run() -> None:
+        try:
+            done.append(bool(agent.sender.sync(timeout=timeout)))
+        except Exception:
+            done.append(False)
+
     try:
-        return bool(agent.sender.sync(timeout=timeout))
+        helper = threading.Thread(target=run, name="trainmeter-sync", daemon=True)
+        helper.start()
+        helper.join(timeout + SYNC_GRACE_S)
     except Exception:
         return False
+    return bool(done and done[0])
 
 
 def _why(exc: BaseException) -> str:
