@@ -219,6 +219,36 @@ def test_a_supervisor_paused_at_a_cells_end_does_not_hold_the_kernel(kernel, tmp
     assert old_log.stat().st_size == size
 
 
+def test_a_short_pause_at_a_cells_end_the_next_cell_continues_the_same_run(kernel, tmp_path):
+    """Resumed before the next cell: no restart; the late segment_end is sent first, and the
+    next cell is segment 2 of the same run with its steps counted."""
+    old = _value(kernel, "supervisor_pid()")
+    (log,) = _logs(tmp_path)
+    cell = (
+        "%%trainmeter --no-widget\n"
+        f"train({STEPS})\n"
+        "pid = supervisor_pid()\n"
+        "threading.Timer(3.0, os.kill, (pid, signal.SIGCONT)).start()\n"
+        "os.kill(pid, signal.SIGSTOP)"
+    )
+    content, out, err = _run(kernel, cell)
+    assert content["status"] == "ok" and "did not answer at the cell's end" in err, err
+    time.sleep(3.0)  # resumed by now
+    content, out, err = _run(kernel, f"%%trainmeter --no-widget\ntrain({STEPS})")
+    assert content["status"] == "ok", (out, err)
+    assert "[trainmeter] the supervisor" not in err, err  # not restarted
+    assert _value(kernel, "supervisor_pid()") == old
+    assert _logs(tmp_path).keys() == {log}
+    recs = _logs(tmp_path)[log]
+    steps = [r["step"] for r in recs if r["k"] == "step"]
+    # the fixture's cell, the paused cell (its steps went out before the pause), this cell
+    assert steps == list(range(1, 3 * STEPS + 1))
+    assert [r["tokens"] for r in recs if r["k"] == "step"] == [BATCH * SEQ] * (3 * STEPS)
+    assert [r["segment"] for r in recs if r["k"] == "segment_start"] == [1, 2, 3]
+    assert [r["status"] for r in recs if r["k"] == "segment_end"] == ["ok"] * 3
+    assert f"{3 * STEPS} steps" in out
+
+
 def test_a_supervisor_paused_mid_cell_under_a_flood_does_not_hold_the_kernel(kernel, tmp_path):
     """Paused while the loop goes on emitting: the sender's socket buffer fills and its thread
     blocks writing; the cell's end must not wait on it, and the next cell is recorded."""

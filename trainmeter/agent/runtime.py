@@ -99,9 +99,9 @@ class Agent:
         self.put("agent_hello", **self._hello)
         taps = self.torch_taps
         if taps is not None:
-            if new_run and taps.off and self.sender.alive:
-                # quieted when the sender stopped (a notebook supervisor died) and paused at the
-                # last cell's end; the sender is back (retarget): a new run counts again
+            if taps.off and self.sender.alive:
+                # quieted when the sender stopped (a notebook supervisor died or paused) and
+                # paused at the last cell's end; the sender is back (retarget): count again
                 taps.off = False
             taps.rediscover() if new_run else taps.new_segment()
 

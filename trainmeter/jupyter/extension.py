@@ -126,6 +126,7 @@ class Session:
             RuntimeError: the new supervisor did not start (the next call tries again).
         """
         if self.answers(PING_TIMEOUT_S):
+            self._point_agent()  # a sender stopped by a pause it outlived comes back on
             return None
         old = self.proc.pid
         code = self.proc.poll()
