@@ -43,6 +43,16 @@ from trainmeter.jupyter import extension
 
 def supervisor_pid():
     return extension._session.proc.pid
+
+def pause(pid, seconds):  # SIGSTOP this supervisor, SIGCONT it after `seconds` (unless
+    # the next cell has stopped it for good by then)
+    def resume():
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
+    threading.Timer(seconds, resume).start()
+    os.kill(pid, signal.SIGSTOP)
 """
 HEAL = re.compile(r"\[trainmeter\] the supervisor \(pid (\d+)\) (.*); started a new one "
                   r"\(pid (\d+)\) in ([\d.]+) s; (.*)")  # fmt: skip
@@ -183,13 +193,7 @@ def test_a_supervisor_paused_at_a_cells_end_does_not_hold_the_kernel(kernel, tmp
         "%%trainmeter --no-widget\n"
         f"train({STEPS})\n"
         "pid = supervisor_pid()\n"
-        "def resume(pid=pid):  # this supervisor, whatever pid names later\n"
-        "    try:\n"
-        "        os.kill(pid, signal.SIGCONT)\n"
-        "    except OSError:  # already stopped for good by the next cell\n"
-        "        pass\n"
-        "threading.Timer(10.0, resume).start()\n"
-        "os.kill(pid, signal.SIGSTOP)\n"
+        "pause(pid, 10.0)\n"
         "stopped_at = time.time()"
     )
     content, out, err = _run(kernel, cell)
@@ -257,13 +261,7 @@ def test_a_supervisor_paused_mid_cell_under_a_flood_does_not_hold_the_kernel(ker
         "%%trainmeter --no-widget\n"
         "import trainmeter\n"
         "pid = supervisor_pid()\n"
-        "def resume(pid=pid):  # this supervisor, whatever pid names later\n"
-        "    try:\n"
-        "        os.kill(pid, signal.SIGCONT)\n"
-        "    except OSError:\n"
-        "        pass\n"
-        "threading.Timer(30.0, resume).start()\n"
-        "os.kill(pid, signal.SIGSTOP)\n"
+        "pause(pid, 30.0)\n"
         "t0, i = time.time(), 0\n"
         "while time.time() - t0 < 2.0:  # ~10^5 series points: far over a socket buffer\n"
         "    i += 1\n"

@@ -70,8 +70,7 @@ class Sender:
         self.on_stop = lambda: None  # the taps' quiet(): the sender stopped
         self._sync_id = 0
         self._pid = os.getpid()
-        self._thread = threading.Thread(target=self._loop, name="trainmeter-sender", daemon=True)
-        self._thread.start()
+        self._start_thread()
 
     @property
     def alive(self) -> bool:
@@ -93,19 +92,12 @@ class Sender:
         and connects lazily, sending its hello first. Never raises."""
         try:
             with self._lock:
-                if self._sock is not None:
-                    try:
-                        self._sock.close()
-                    except OSError:
-                        pass
-                    self._sock = None
+                self._drop_socket()
                 self.path = path
                 self.queue.clear()
                 guard.revive("sender")
                 if not self._thread.is_alive() and not self._stop.is_set():
-                    self._thread = threading.Thread(target=self._loop, name="trainmeter-sender",
-                                                    daemon=True)  # fmt: skip
-                    self._thread.start()
+                    self._start_thread()
         except Exception as exc:
             guard.warn_once("sender-retarget", f"sender retarget failed: {exc!r}")
 
@@ -167,12 +159,7 @@ class Sender:
         self._wake.set()
         self.flush()
         with self._lock:
-            if self._sock is not None:
-                try:
-                    self._sock.close()
-                except OSError:
-                    pass
-                self._sock = None
+            self._drop_socket()
 
     def forget_after_fork(self) -> None:
         """In a forked child (a DataLoader worker, a Hogwild trainer): never write to the
@@ -185,6 +172,19 @@ class Sender:
         self.queue.clear()
 
     # -- internals ------------------------------------------------------------------------------
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="trainmeter-sender", daemon=True)
+        self._thread.start()
+
+    def _drop_socket(self) -> None:
+        """Close the connection, if any (the caller holds ``_lock``)."""
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+
     def _stopped(self, name: str, exc: BaseException) -> None:
         """Off for good: warn once, stop the taps (nothing may pile up) and drop the queue."""
         guard.failed(name, exc)
