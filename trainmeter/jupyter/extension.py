@@ -29,6 +29,7 @@ START_TIMEOUT_S = 15.0  # a new supervisor answers its first ping within this, o
 # A healthy supervisor answers a ping in milliseconds, from its own thread, even while it
 # ingests a flood: one silent for 2 s is paused (SIGSTOP, a suspended laptop) or wedged.
 PING_TIMEOUT_S = 2.0
+EXIT_GRACE_S = 0.5  # how long a supervisor that failed its ping gets to be seen exited (reaped)
 STOP_WAIT_S = 2.0  # after SIGCONT + SIGTERM, before SIGKILL (a clean exit closes its log)
 REQUEST_TIMEOUT_S = 10.0  # segment_start, snapshot, end_run, from a supervisor that just answered
 
@@ -129,7 +130,10 @@ class Session:
             self._point_agent()  # a sender stopped by a pause it outlived comes back on
             return None
         old = self.proc.pid
-        code = self.proc.poll()
+        try:  # a process killed just before the ping may not be reaped yet: its reason is truer
+            code = self.proc.wait(timeout=EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            code = None
         if code is None:
             why = f"did not answer within {PING_TIMEOUT_S:g} s; stopped it"
         else:

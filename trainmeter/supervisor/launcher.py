@@ -3,8 +3,8 @@
 The ``tm`` process is the supervisor: it serves the socket, writes the run log (the one
 writer), keeps the live engine and serves the dashboard page on loopback
 (:mod:`trainmeter.web.server`), while the child runs with the agent injected through
-``sitecustomize``. It forwards SIGTERM/SIGHUP/SIGQUIT (and SIGINT when the terminal did not
-already deliver it to the child) and ends with the child's exit status.
+``sitecustomize``. Signals reach the child once, as without ``tm`` (:mod:`.signals`), and
+``tm`` ends with the child's exit status.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 
 from trainmeter.agent.runtime import ENV_NO_TAP, ENV_PAD_TOKENS, ENV_SOCKET
 from trainmeter.core.summary import summary_line
+from trainmeter.supervisor import signals
 from trainmeter.supervisor.ingest import Server, private_socket_path
 from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.sampler import DEFAULT_HZ, start_sampler
@@ -28,7 +29,6 @@ from trainmeter.web import DEFAULT_PORT
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "agent" / "boot"
 AGENT_DRAIN_S = 3.0  # after the child exits, wait this long at most for agents' last records
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 def child_env(socket_path: str, no_tap: bool = False, base: dict | None = None,
@@ -79,14 +79,15 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
     url += f" · prometheus {metrics.url}" if metrics is not None else ""
     say(f"[trainmeter] run {info['run_id']}{url} · {' '.join(cmd)} · log {info['log']}")
     try:
-        proc = subprocess.Popen(cmd, env=child_env(path, no_tap, pad_tokens=opts.get("pad_tokens")))
+        env = child_env(path, no_tap, pad_tokens=opts.get("pad_tokens"))
+        proc = subprocess.Popen(cmd, env=env, **signals.child_options())
     except OSError as exc:
         print(f"tm: cannot start {cmd[0]!r}: {exc.strerror or exc}", file=sys.stderr)
         live.close_run("error", 127)
         _stop(server, path, page, metrics)
         return 127
     sampler = start_sampler(live, gpu_backend, sample_hz, lambda: [proc.pid, *live.agent_pids()])
-    rc = _wait(proc)
+    rc = signals.wait(proc)
     _drain_agents(live)
     if sampler is not None:
         sampler.stop()
@@ -107,34 +108,6 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
         _die_like(-rc)
         return 128 - rc
     return rc
-
-
-def _wait(proc: subprocess.Popen) -> int:
-    def forward(signum, frame):
-        if signum == signal.SIGINT and _terminal_sent_it():
-            return  # Ctrl-C at a terminal reaches the whole foreground group: child has it
-        try:
-            proc.send_signal(signum)
-        except ProcessLookupError:
-            pass
-
-    old = {s: signal.signal(s, forward) for s in _FORWARDED}
-    try:
-        while True:
-            try:
-                return proc.wait()
-            except InterruptedError:
-                continue
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-def _terminal_sent_it() -> bool:
-    try:
-        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def _drain_agents(live: Live) -> None:
