@@ -1,0 +1,123 @@
+"""Signals under ``tm`` arrive as without it: one Ctrl-C lets a script's KeyboardInterrupt
+cleanup (a slow checkpoint save) run to its end, with a terminal and without one
+(trainmeter/supervisor/signals.py; docs/reliability.md "Signals").
+
+Each run starts ``tm`` in a session of its own: with a pseudo-terminal as its controlling
+terminal and stdin from /dev/null (the case that read stdin and forwarded a second SIGINT), or
+with no terminal at all (a CI runner, nohup), signalled at its process group or at ``tm`` alone.
+"""
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+from conftest import _env
+
+pytestmark = pytest.mark.slow
+
+# A training loop the way scripts write one: on Ctrl-C, save a checkpoint, then exit 130.
+TRAIN = """
+import os, sys, time
+from pathlib import Path
+import torch
+
+out = Path(sys.argv[1])
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+step = 0
+(out / "pid").write_text(str(os.getpid()))
+try:
+    while True:
+        loss = model(torch.randn(4, 8)).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+        if step == 20:
+            (out / "ready").write_text("")
+        time.sleep(0.005)
+except KeyboardInterrupt:
+    try:
+        time.sleep(1.0)  # a slow checkpoint save: a second SIGINT would cut it short
+        torch.save({"model": model.state_dict(), "step": step}, out / "ckpt.pt")
+        (out / "saved").write_text(str(step))
+    except KeyboardInterrupt:
+        (out / "second-interrupt").write_text("")
+        raise
+    sys.exit(130)
+"""
+
+
+def _tm(workdir: Path, **popen) -> subprocess.Popen:
+    (workdir / "train.py").write_text(TRAIN)
+    cmd = [sys.executable, "-m", "trainmeter.cli", "-q", "--no-web", "--",
+           sys.executable, "train.py", str(workdir)]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=workdir, env=_env(), stdin=subprocess.DEVNULL,
+                            start_new_session=True, **popen)  # fmt: skip
+
+
+def _wait_for(path: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.05)
+
+
+def _cleanup_ran_once(workdir: Path, proc: subprocess.Popen) -> None:
+    assert proc.wait(timeout=60) == 130  # the child's own exit code, passed on
+    assert not (workdir / "second-interrupt").exists(), "a second SIGINT hit the cleanup"
+    assert int((workdir / "saved").read_text()) >= 20 and (workdir / "ckpt.pt").exists()
+
+
+def test_ctrl_c_at_a_terminal_with_stdin_not_the_terminal_interrupts_once(workdir):
+    master, slave = os.openpty()
+
+    def controlling_terminal():  # after setsid (start_new_session): the pty becomes ours
+        fcntl.ioctl(1, termios.TIOCSCTTY, 0)
+
+    try:
+        proc = _tm(workdir, stdout=slave, stderr=slave, preexec_fn=controlling_terminal)
+        os.close(slave)
+        _wait_for(workdir / "ready")
+        os.write(master, b"\x03")  # Ctrl-C: the line discipline signals the foreground group
+        _cleanup_ran_once(workdir, proc)
+    finally:
+        os.close(master)
+
+
+@pytest.mark.parametrize("target", ["process group", "tm alone"])
+def test_sigint_without_a_terminal_interrupts_once(workdir, target):
+    proc = _tm(workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(workdir / "ready")
+    if target == "process group":  # as a CI runner or a parent script stops its job
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGINT)
+    _cleanup_ran_once(workdir, proc)
+
+
+def test_a_child_without_a_terminal_does_not_outlive_a_killed_tm(workdir):
+    proc = _tm(workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(workdir / "ready")
+    child = int((workdir / "pid").read_text())
+    assert os.getpgid(child) != os.getpgid(proc.pid)  # its own group: tm alone forwards
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while _running(child):
+        assert time.monotonic() < deadline, "the child outlived tm by 20 s"
+        time.sleep(0.1)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited (its parent, init, reaps it)
