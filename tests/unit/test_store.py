@@ -81,3 +81,41 @@ def test_runs_started_in_the_same_second_are_ordered_by_their_first_record(tmp_p
     assert [d.name for d in store.run_folders(tmp_path)] == [
         "20261130-120000-ffff", "20261130-120000-0000"]  # fmt: skip
     assert store.find_run(None, tmp_path).name == "20261130-120000-0000"  # the newest
+
+
+def test_every_line_is_stamped_n_from_1_in_its_file(tmp_path):
+    log = store.RunLog(tmp_path / "run")
+    log.append(records.make("note", 1.0, text="a", source="supervisor"))
+    log.append_many([_step(1), _step(2)])
+    log.close()
+    lines = (tmp_path / "run" / "run.jsonl").read_bytes().splitlines()
+    assert [records.decode(x)["n"] for x in lines] == [1, 2, 3]
+    # the step line keeps encode()'s bytes, "n" last
+    assert lines[1] == b'{"v":1,"k":"step","t":1.0,"step":1,"rank":0,"tokens":8,"n":2}'
+
+
+def test_past_the_memory_bound_new_lines_are_lost_counted_and_n_stays_gapless(
+    tmp_path, monkeypatch, capsys
+):
+    line = len(records.encode(_step(1))) + len(',"n":1')  # one step line with its stamp
+    monkeypatch.setattr(store, "MAX_PENDING_BYTES", 2 * line + 10)  # room for 2 lines
+    log = store.RunLog(tmp_path / "run")
+    real_write, full = os.write, {"on": True}
+
+    def refuse(fd, data):
+        if full["on"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", refuse)
+    for n in range(1, 6):  # 2 held, 3 lost
+        log.append(_step(n))
+    assert (log.pending_lines, log.lost_lines) == (2, 3)
+    assert log.last_error.errno == errno.ENOSPC
+    full["on"] = False
+    log.append(_step(6))
+    assert log.close() == 3
+    lines = (tmp_path / "run" / "run.jsonl").read_bytes().splitlines()
+    got = [(r["step"], r["n"]) for r in map(records.decode, lines)]
+    assert got == [(1, 1), (2, 2), (6, 3)]
+    assert "3 records could not be written" in capsys.readouterr().err

@@ -1,8 +1,10 @@
 """The run log: ``.trainmeter/runs/<run id>/run.jsonl``, append-only, one record a line.
 
-Only the supervisor writes it (invariant 5). A write that fails (a full disk) keeps the record
-in memory and retries at the next append, so nothing is lost while the process lives; what is
-still unwritten at close is reported with the log's path.
+Only the supervisor writes it (invariant 5), and stamps every line with its number ``"n"``.
+A write that fails (a full disk) keeps the line in memory and retries at the next append, so
+nothing is lost while the process lives and memory holds; what is lost is counted
+(``RunLog.lost_lines``; the supervisor logs it as a ``dropped`` record, source ``disk``) and
+what is still unwritten at close is reported with the log's path.
 """
 
 from __future__ import annotations
@@ -148,7 +150,12 @@ def find_run(run: str | None, root: Path | str | None = None) -> Path:
 
 
 class RunLog:
-    """Append records to one run's log.
+    """Append records to one run's log, each line stamped ``"n"``: 1, 2, 3, ... in this file
+    (core/logread.py finds duplicated and missing lines by it).
+
+    A write the disk refuses (a full disk) keeps the lines in memory, in order, and retries at
+    the next append; past :data:`MAX_PENDING_BYTES` held, new lines are lost, never stamped,
+    and counted in :attr:`lost_lines` (the ``n`` of the lines written stay gapless).
 
     Args:
         folder: the run folder (created, with parents).
@@ -163,16 +170,48 @@ class RunLog:
         # Unbuffered: os.write reports partial writes, so a retry never duplicates a line.
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending = bytearray()
-        self.lost_bytes = 0
+        self.n = 0  # lines stamped so far (written or pending)
+        self.lost_lines = 0  # lines never stamped: the memory held for a refusing disk was full
         self.write_errors = 0
+        self.last_error: OSError | None = None
+
+    @property
+    def pending_lines(self) -> int:
+        """Lines stamped and not yet (wholly) on disk."""
+        return self._pending.count(b"\n")
 
     def append(self, rec: dict) -> None:
-        """Encode and write one record (kept in memory if the disk refuses it)."""
-        self.append_many((rec,))
+        """Encode and write one record (kept in memory if the disk refuses it).
+
+        Raises:
+            ValueError, TypeError: ``rec`` is not JSON (NaN, an object JSON has no form for).
+        """
+        self.append_lines((encode(rec),))
 
     def append_many(self, recs) -> None:
-        """Encode and write records with one write call (kept in memory if refused)."""
-        self._pending += b"".join(map(encode, recs))
+        """Encode and write records with one write call (kept in memory if refused).
+
+        Raises:
+            ValueError, TypeError: a record is not JSON; nothing is written then.
+        """
+        self.append_lines([encode(r) for r in recs])
+
+    def append_lines(self, lines) -> None:
+        """Stamp and write lines :func:`~trainmeter.core.records.encode` made (each one JSON
+        object ending ``}\\n``), with one write call (two when lines were held back)."""
+        if self._pending:
+            self._drain()  # make room first: the disk may take them again
+        room = MAX_PENDING_BYTES - len(self._pending)
+        n = self.n
+        for line in lines:
+            if len(line) > room:
+                self.lost_lines += 1
+                continue
+            n += 1
+            stamped = b'%s,"n":%d}\n' % (line[:-2], n)
+            room -= len(stamped)
+            self._pending += stamped
+        self.n = n
         self._drain()
 
     def _drain(self) -> None:
@@ -186,18 +225,19 @@ class RunLog:
 
     def _refused(self, exc: OSError) -> None:
         self.write_errors += 1
+        self.last_error = exc
         if self.write_errors == 1:
             print(f"[trainmeter] cannot write {self.path}: {exc}; keeping records in memory "
                   "and retrying", file=sys.stderr)  # fmt: skip
-        excess = len(self._pending) - MAX_PENDING_BYTES
-        if excess > 0:
-            self.lost_bytes += excess
-            del self._pending[:excess]
 
-    def close(self) -> None:
-        """Write what is pending, fsync and close; report bytes that never reached the disk."""
+    def close(self) -> int:
+        """Write what is pending, fsync and close; report lines that never reached the disk.
+
+        Returns:
+            lines lost: never stamped (:attr:`lost_lines`) plus those still pending now.
+        """
         if self._fd is None:
-            return
+            return self.lost_lines + self.pending_lines
         self._drain()
         try:
             os.fsync(self._fd)
@@ -205,7 +245,8 @@ class RunLog:
             pass
         os.close(self._fd)
         self._fd = None
-        unwritten = len(self._pending) + self.lost_bytes
+        unwritten = self.lost_lines + self.pending_lines
         if unwritten:
-            print(f"[trainmeter] {unwritten} bytes of records could not be written to {self.path}",
+            print(f"[trainmeter] {unwritten} records could not be written to {self.path}",
                   file=sys.stderr)  # fmt: skip
+        return unwritten
