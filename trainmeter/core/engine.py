@@ -709,14 +709,14 @@ def _scalar(value: Any) -> Any:
 
 
 def _bounded_model(rec: dict) -> dict[str, Any]:
-    """The model record's fields (not ``v``/``k``/``t``), the documented ones first, at most
+    """The model record's fields (not ``v``/``k``/``t``/``n``), the documented ones first, at most
     ``MAX_MODEL_FIELDS`` of them, each a bounded scalar under a name of at most ``MAX_KEY``
     characters."""
     out: dict[str, Any] = {k: _scalar(rec[k]) for k in _MODEL_FIELDS if k in rec}
     for k, v in rec.items():
         if len(out) >= MAX_MODEL_FIELDS:
             break
-        if k not in ("v", "k", "t") and k not in out:
+        if k not in ("v", "k", "t", "n") and k not in out:  # n: the log line's number
             out[clip(str(k), MAX_KEY)] = _scalar(v)
     return out
 
