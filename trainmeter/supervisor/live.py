@@ -7,6 +7,7 @@ wait on a condition for the next change.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import sys
@@ -21,6 +22,8 @@ from trainmeter.core import records
 from trainmeter.core.engine import Engine
 from trainmeter.supervisor.store import RunLog, job_facts, new_run_id, run_folder_name, runs_dir
 
+DROP_FLUSH_S = 1.0  # the supervisor's drop counts reach the log at most this often
+DISK_REASONS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded"}
 _SECRET_WORDS = ("token", "key", "secret", "password", "passwd", "auth", "credential")
 
 
@@ -70,6 +73,10 @@ class Live:
         self.closed = False
         self.agents_connected = 0
         self.agents_seen = 0
+        self.lines_in = 0  # lines the socket read, good or bad (the end-of-run drain's progress)
+        self._drops: dict[str, int] = {}  # this run's supervisor drop counts, by reason
+        self._drops_dirty, self._drops_t = False, 0.0
+        self._disk_seen = self._disk_written = 0  # RunLog.lost_lines in the engine, in the log
 
     # -- runs and segments ----------------------------------------------------------------------
     def open_run(self, name: str, argv: list[str], opts: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +92,8 @@ class Live:
             self.log_path = self.log.path
             self.engine = Engine()
             self.segment = 0
+            self._drops, self._drops_dirty, self._drops_t = {}, False, 0.0
+            self._disk_seen = self._disk_written = 0
             job = {"job": self.job} if self.job else {}  # docs/multinode.md
             self._write(records.make(
                 "run_start", now, id=self.run_id, name=name, argv=redact_argv(list(argv)),
@@ -108,6 +117,7 @@ class Live:
         """The cell ended (``ok``, ``error`` or ``interrupted``); returns the snapshot."""
         with self.cond:
             if self.log is not None and self.segment_open:
+                self._flush_drops(force=True)
                 fields = {"error": error[:2000]} if error else {}
                 self._write(records.make("segment_end", self.clock(), segment=self.segment,
                                          status=status, **fields))  # fmt: skip
@@ -121,13 +131,23 @@ class Live:
                 return None
             if self.segment_open:
                 self.segment_end(status)
+            self._flush_drops(force=True)
             self._write(records.make("run_end", self.clock(), status=status, exit_code=exit_code))
+            self._disk_at_close()
             snap = self.snapshot()
             self._write_passport(snap)
             self.log.close()
             self.log = None
             snap["run"]["log"] = str(self._name_by_ranks())
             return snap
+
+    def _disk_at_close(self) -> None:
+        """Lines the disk has not taken by now will never reach it: in the final snapshot."""
+        self.log.append_lines(())  # one more try
+        lost = self.log.lost_lines + self.log.pending_lines
+        if lost != self._disk_seen:
+            self._disk_seen = lost
+            self.engine.apply(self._drop_record("disk", self._disk_counts(lost)))
 
     def _name_by_ranks(self) -> Path:
         """Rename a multi-node run's folder to carry the ranks it saw (``store.run_folder_name``:
@@ -158,18 +178,90 @@ class Live:
 
     # -- records in -----------------------------------------------------------------------------
     def ingest(self, recs: list[dict[str, Any]]) -> bool:
-        """Write and fold validated agent records (one write call); dropped (False) when no
-        run is open."""
+        """Fold validated records (``records.decode_wire`` or ``records.make`` made them) into
+        the engine and write those it applied, with one write call; dropped (False) when no
+        run is open.
+
+        A record JSON cannot encode, or one the engine raises on, is counted (a ``dropped``
+        record, source ``supervisor``) and never written: what is in the log is what the
+        engine applied, so a replay rebuilds it (docs/reliability.md).
+        """
         with self.cond:
             if self.log is None:
                 self.dropped += len(recs)
                 return False
-            self.log.append_many(recs)
+            lines, bad = [], {}
             for rec in recs:
-                self.engine.apply(rec)
+                try:
+                    line = records.encode(rec)
+                except (TypeError, ValueError):  # NaN or an object deep inside a field
+                    bad["malformed record"] = bad.get("malformed record", 0) + 1
+                    continue
+                try:
+                    self.engine.apply(rec)
+                except Exception as exc:  # a bug or a shape validate() let through
+                    why = f"apply failed: {type(exc).__name__}"
+                    bad[why] = bad.get(why, 0) + 1
+                    continue
+                lines.append(line)
+            self.log.append_lines(lines)
+            self._after_write()
+            for why, n in bad.items():  # after the lines: the log's order is the engine's
+                self.count_drop(why, n)
+            self._flush_drops()
             self.version += 1
             self.cond.notify_all()
             return True
+
+    def count_drop(self, reason: str, n: int = 1, note: str | None = None) -> None:
+        """Count ``n`` records the supervisor refused, by ``reason`` (a short phrase).
+
+        The run's cumulative counts reach the snapshot at once and the log as a ``dropped``
+        record (source ``supervisor``) at most every ``DROP_FLUSH_S`` seconds and at the end
+        of a segment or run. ``note``: a message written once per run, the first time
+        ``reason`` is counted. With no run open, only :attr:`dropped` counts them.
+        """
+        with self.cond:
+            if self.log is None:
+                self.dropped += n
+                return
+            reason = reason[: records.MAX_DROP_REASON]
+            if reason not in self._drops and len(self._drops) >= records.MAX_DROP_REASONS - 1:
+                reason = "other"
+            first = reason not in self._drops
+            self._drops[reason] = self._drops.get(reason, 0) + n
+            self._drops_dirty = True
+            if first and note:
+                self.note(note)
+            self._flush_drops()
+
+    def _drop_record(self, source: str, counts: dict[str, int]) -> dict[str, Any]:
+        return records.make("dropped", self.clock(), source=source, counts=dict(counts),
+                            pid=os.getpid(), rank=None)  # fmt: skip
+
+    def _flush_drops(self, force: bool = False) -> None:
+        """Write the supervisor's counts when they changed, at most every DROP_FLUSH_S."""
+        now = time.monotonic()
+        if self._drops_dirty and (force or now - self._drops_t >= DROP_FLUSH_S):
+            self._drops_dirty, self._drops_t = False, now
+            self._write(self._drop_record("supervisor", self._drops))
+
+    def _disk_counts(self, lost: int) -> dict[str, int]:
+        err = self.log.last_error
+        code = getattr(err, "errno", None)
+        reason = DISK_REASONS.get(code) or f"write failed: {errno.errorcode.get(code, code)}"
+        return {reason: lost}
+
+    def _after_write(self) -> None:
+        """Lines the disk lost (store.RunLog.lost_lines) are in the snapshot at once, and in
+        the log as a ``dropped`` record (source ``disk``) once the disk takes writes again."""
+        lost = self.log.lost_lines
+        if lost != self._disk_seen:
+            self._disk_seen = lost
+            self.engine.apply(self._drop_record("disk", self._disk_counts(lost)))
+        if lost != self._disk_written and not self.log.holding:
+            self._disk_written = lost  # first: the write below comes back here
+            self._write(self._drop_record("disk", self._disk_counts(lost)))
 
     def note(self, text: str) -> None:
         """Record a short message for the person (if a run is open)."""
@@ -178,8 +270,10 @@ class Live:
                 self._write(records.make("note", self.clock(), text=text, source="supervisor"))
 
     def _write(self, rec: dict[str, Any]) -> None:
-        self.log.append(rec)
+        line = records.encode(rec)
         self.engine.apply(rec)
+        self.log.append_lines((line,))
+        self._after_write()
         self.version += 1
         self.cond.notify_all()
 
@@ -199,6 +293,8 @@ class Live:
         with self.cond:
             if self.engine is None:
                 return {"v": 1, "run": {"state": "idle"}, "step": 0, "notes": ["no run yet"]}
+            if self._drops_dirty:  # counts not yet in the log are in the snapshot already
+                self.engine.apply(self._drop_record("supervisor", self._drops))
             snap = self.engine.snapshot(now=self.clock() if self.log is not None else None)
             snap["run"]["log"] = str(self.log_path)
             return snap

@@ -176,6 +176,11 @@ class RunLog:
         self.last_error: OSError | None = None
 
     @property
+    def holding(self) -> bool:
+        """True while lines wait in memory for a disk that refused them."""
+        return bool(self._pending)
+
+    @property
     def pending_lines(self) -> int:
         """Lines stamped and not yet (wholly) on disk."""
         return self._pending.count(b"\n")
