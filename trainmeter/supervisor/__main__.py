@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 
+from trainmeter.core.records import SEGMENT_STATUSES
 from trainmeter.supervisor.ingest import Server
 from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.sampler import DEFAULT_HZ, MAX_HZ, MIN_HZ, Sampler
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     live = Live(args.dir)
     stop = threading.Event()
     commands = _commands(live, stop)
-    server = Server(args.socket, live, commands)
+    server = Server(args.socket, live, commands, controller=args.parent)
     server.serve_in_thread()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
@@ -80,16 +81,23 @@ def _sampler(live: Live, kernel: int) -> Sampler:
 
 
 def _commands(live: Live, stop: threading.Event) -> dict:
+    """The requests the kernel sends. Every one but ``ping`` and ``snapshot`` changes the run
+    and is taken only from the kernel (``ingest.Server``'s ``controller``); its fields are
+    read as the types they should be, a wrong one replaced by the default."""
+
     def seg_start(msg):
-        return live.segment_start(msg.get("name") or "notebook", msg.get("opts") or {},
-                                  bool(msg.get("new")))  # fmt: skip
+        name, opts = msg.get("name"), msg.get("opts")
+        return live.segment_start(name if isinstance(name, str) and name else "notebook",
+                                  opts if isinstance(opts, dict) else {},
+                                  msg.get("new") is True)  # fmt: skip
 
     def seg_end(msg):
-        snap = live.segment_end(msg.get("status", "ok"), msg.get("error"))
+        error = msg.get("error")
+        snap = live.segment_end(_status(msg), error if isinstance(error, str) else None)
         return {"snapshot": snap, "history": live.timeline_since(-1)}
 
     def end_run(msg):
-        return {"snapshot": live.close_run(msg.get("status", "ok"))}
+        return {"snapshot": live.close_run(_status(msg))}
 
     def shutdown(msg):
         stop.set()
@@ -107,6 +115,13 @@ def _commands(live: Live, stop: threading.Event) -> dict:
         "shutdown": shutdown,
         "ping": lambda msg: {"pid": os.getpid()},
     }
+
+
+def _status(msg: dict) -> str:
+    """A request's ``status``: one of ``records.SEGMENT_STATUSES``, ``ok`` when absent,
+    ``error`` when it is something else."""
+    status = msg.get("status", "ok")
+    return status if status in SEGMENT_STATUSES else "error"
 
 
 def _alive(pid: int) -> bool:

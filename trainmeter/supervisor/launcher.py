@@ -28,7 +28,11 @@ from trainmeter.supervisor.sampler import DEFAULT_HZ, start_sampler
 from trainmeter.web import DEFAULT_PORT
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "agent" / "boot"
-AGENT_DRAIN_S = 3.0  # after the child exits, wait this long at most for agents' last records
+# After the child exits: wait for the agents' last lines while they arrive (some in the last
+# DRAIN_QUIET_S), DRAIN_MAX_S at most; then count what is left for DRAIN_CUT_S (docs/reliability.md)
+DRAIN_MAX_S = 30.0
+DRAIN_QUIET_S = 1.0
+DRAIN_CUT_S = 0.5
 
 
 def child_env(socket_path: str, no_tap: bool = False, base: dict | None = None,
@@ -88,7 +92,7 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
         return 127
     sampler = start_sampler(live, gpu_backend, sample_hz, lambda: [proc.pid, *live.agent_pids()])
     rc = signals.wait(proc)
-    _drain_agents(live)
+    _drain_agents(live, say)
     if sampler is not None:
         sampler.stop()
     status = "ok" if rc == 0 else "interrupted" if rc in (-signal.SIGINT, 130) else "error"
@@ -110,10 +114,33 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
     return rc
 
 
-def _drain_agents(live: Live) -> None:
-    deadline = time.monotonic() + AGENT_DRAIN_S
-    while live.agents_connected and time.monotonic() < deadline:
+def _drain_agents(live: Live, say=lambda s: None) -> None:
+    """After the child exits: wait while an agent is connected and its lines still arrive
+    (some in the last ``DRAIN_QUIET_S``), ``DRAIN_MAX_S`` at most; then count what is left as
+    "cut at end of run" for ``DRAIN_CUT_S`` more, without applying it, and say so (one line)."""
+    start = time.monotonic()
+    seen, moved = live.lines_in, start
+    while live.agents_connected:
+        now = time.monotonic()
+        if live.lines_in != seen:
+            seen, moved = live.lines_in, now
+        if now - moved >= DRAIN_QUIET_S or now - start >= DRAIN_MAX_S:
+            break
         threading.Event().wait(0.02)
+    if not live.agents_connected:
+        return
+    waited = time.monotonic() - start
+    live.cutting = True
+    before = live.drop_count("cut at end of run")
+    cut_end = time.monotonic() + DRAIN_CUT_S
+    while live.agents_connected and time.monotonic() < cut_end:
+        threading.Event().wait(0.02)
+    cut = live.drop_count("cut at end of run") - before
+    if cut:
+        say(
+            f"[trainmeter] stopped waiting for the agents after {waited:.1f} s (at most "
+            f"{DRAIN_MAX_S:.0f} s): {cut:,} records cut at the end of the run, counted"
+        )
 
 
 def open_page(live: Live, web: bool, port: int):

@@ -74,6 +74,7 @@ class Live:
         self.agents_connected = 0
         self.agents_seen = 0
         self.lines_in = 0  # lines the socket read, good or bad (the end-of-run drain's progress)
+        self.cutting = False  # the run is closing: agent lines are counted, not applied
         self._drops: dict[str, int] = {}  # this run's supervisor drop counts, by reason
         self._drops_dirty, self._drops_t = False, 0.0
         self._disk_seen = self._disk_written = 0  # RunLog.lost_lines in the engine, in the log
@@ -92,6 +93,7 @@ class Live:
             self.log_path = self.log.path
             self.engine = Engine()
             self.segment = 0
+            self.cutting = False
             self._drops, self._drops_dirty, self._drops_t = {}, False, 0.0
             self._disk_seen = self._disk_written = 0
             job = {"job": self.job} if self.job else {}  # docs/multinode.md
@@ -234,6 +236,11 @@ class Live:
             if first and note:
                 self.note(note)
             self._flush_drops()
+
+    def drop_count(self, reason: str) -> int:
+        """How many records this run's supervisor has counted under ``reason`` so far."""
+        with self.cond:
+            return self._drops.get(reason, 0)
 
     def _drop_record(self, source: str, counts: dict[str, int]) -> dict[str, Any]:
         return records.make("dropped", self.clock(), source=source, counts=dict(counts),

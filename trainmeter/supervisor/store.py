@@ -76,6 +76,13 @@ def job_facts(env: Mapping[str, str]) -> dict | None:
     return facts if any(v is not None for v in facts.values()) else None
 
 
+def job_world_size(env: Mapping[str, str]) -> int | None:
+    """The job's world size (``$WORLD_SIZE``, a whole number > 0) when the environment the
+    supervisor started in says it, else None (torchrun sets it only for its children)."""
+    n = _env_int(env, ("WORLD_SIZE",))
+    return n if n is not None and n > 0 else None
+
+
 def is_multi_node(job: Mapping | None) -> bool:
     """True when ``job`` (:func:`job_facts`) says more than one node, or names a node rank
     without a node count."""
