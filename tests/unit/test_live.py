@@ -122,3 +122,15 @@ def test_lines_still_held_at_close_are_in_the_final_snapshot(tmp_path, monkeypat
     # the 3 steps and the run_end are held, never written
     assert final["dropped"] == {"total": 4, "by": {"disk quota exceeded (disk)": 4}}
     assert live_mod.DISK_REASONS[errno.ENOSPC] == "disk full"
+
+
+def test_the_run_start_argv_is_redacted_by_pattern_and_by_name(tmp_path):
+    live = Live(tmp_path, clock=_clock())
+    key = "sk-" + "Abc123Def456Ghi789"
+    argv = ["train.py", "-k", key, "--passphrase", "x y", "postgres://u:PW@h/db", key]
+    live.open_run("t", argv, {})
+    live.close_run("ok", 0)
+    start = _log(live)[0]
+    assert start["argv"] == ["train.py", "-k", "***", "--passphrase", "***",
+                             "postgres://u:***@h/db", "***"]  # fmt: skip
+    assert key not in live.log_path.read_text() and "PW" not in live.log_path.read_text()

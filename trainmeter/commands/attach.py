@@ -87,8 +87,8 @@ def open_watch(pid: int):
         PermissionError: another user's process.
         ValueError: ``pid`` is this process.
     """
+    from trainmeter.core.redact import redact_argv
     from trainmeter.sources.process import ProcessSource, check_pid
-    from trainmeter.supervisor.live import redact_argv
 
     if pid == os.getpid():
         raise ValueError(f"{pid} is tm attach itself; give the pid of the program to watch")

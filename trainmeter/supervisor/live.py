@@ -20,32 +20,11 @@ from typing import Any
 from trainmeter._version import __version__
 from trainmeter.core import records
 from trainmeter.core.engine import Engine
+from trainmeter.core.redact import redact_argv
 from trainmeter.supervisor.store import RunLog, job_facts, new_run_id, run_folder_name, runs_dir
 
 DROP_FLUSH_S = 1.0  # the supervisor's drop counts reach the log at most this often
 DISK_REASONS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded"}
-_SECRET_WORDS = ("token", "key", "secret", "password", "passwd", "auth", "credential")
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """Hide values that look like secrets (``--api-key X``, ``--token=X``, ``KEY=X``).
-
-    The run log holds physics, never secrets (SPEC "Run log").
-    """
-    out, hide_next = [], False
-    for arg in argv:
-        low = arg.lower()
-        if hide_next:
-            out.append("***")
-            hide_next = False
-        elif "=" in arg and any(w in low.split("=", 1)[0] for w in _SECRET_WORDS):
-            out.append(arg.split("=", 1)[0] + "=***")
-        elif low.startswith("-") and any(w in low for w in _SECRET_WORDS):
-            out.append(arg)
-            hide_next = True
-        else:
-            out.append(arg)
-    return out
 
 
 class Live:

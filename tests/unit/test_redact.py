@@ -1,0 +1,112 @@
+"""Secrets never reach the run log: each form a command line carries one in, pinned input ->
+output, and arguments that only look near a secret left alone (core/redact.py's rules)."""
+
+import pytest
+
+from trainmeter.core.redact import looks_random, redact_argv, redact_text
+
+SK = "sk-" + "A1b2C3d4E5f6G7h8J9k0"  # 23 characters: an OpenAI-style key
+SK_PROJ = "sk-proj-" + "Zz09" * 6
+GHP = "ghp_" + "a1B2" * 9  # 36 characters after the prefix, as GitHub issues them
+GHO = "gho_" + "Q7w8" * 9
+PAT = "github_pat_11ABCDEFG0" + "x_Y1" * 10
+HF = "hf_" + "abcdEFGH1234" * 3
+XOXB = "xoxb-1234567890-0987654321-" + "AbCdEf" * 4
+AKIA = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example id
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # AWS's documented example secret
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+RANDOM = "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY2z"  # 34 random-looking characters, 10 digits
+
+CASES = [
+    # by shape, wherever it stands
+    (["train.py", SK], ["train.py", "***"]),  # a positional key
+    (["-k", SK], ["-k", "***"]),  # a short flag
+    (["-k" + SK], ["-k***"]),  # a short flag with its value attached
+    (["--model", SK_PROJ], ["--model", "***"]),  # a key after a harmless flag
+    (["--x", GHP], ["--x", "***"]),
+    (["clone", f"https://{GHO}@github.com/o/r"], ["clone", "https://***@github.com/o/r"]),
+    (["--note", PAT], ["--note", "***"]),
+    (["--repo", "org/model", HF], ["--repo", "org/model", "***"]),
+    (["--slack", XOXB], ["--slack", "***"]),
+    (["--id", AKIA], ["--id", "***"]),
+    (["call", JWT], ["call", "***"]),
+    (["-H", f"Authorization: Bearer {RANDOM}"], ["-H", "Authorization: Bearer ***"]),
+    (["-H", "Authorization: Basic dXNlcjpwYXNzd29yZA=="], ["-H", "Authorization: Basic ***"]),
+    # URLs with a password keep the user and host
+    (
+        ["--db", "postgres://user:PASSWORD@host:5432/db"],
+        ["--db", "postgres://user:***@host:5432/db"],
+    ),
+    (["--url=redis://:s3cret@cache:6379/0"], ["--url=redis://:***@cache:6379/0"]),
+    (["mongodb+srv://admin:hunter2@c0.mongodb.net"], ["mongodb+srv://admin:***@c0.mongodb.net"]),
+    # by the flag's name: key, token, secret, pass, auth, cookie, credential, hmac, sig., dsn
+    (["--api-key", "abc"], ["--api-key", "***"]),
+    (["--api_key=abc"], ["--api_key=***"]),
+    (["--token", "abc"], ["--token", "***"]),
+    (["--hf-token=abc"], ["--hf-token=***"]),
+    (["--secret", "abc"], ["--secret", "***"]),
+    (["--passphrase", "correct horse"], ["--passphrase", "***"]),
+    (["--password", "123456"], ["--password", "***"]),  # a number, still a password
+    (["--db-pass=hunter2"], ["--db-pass=***"]),
+    (["--auth", "user:pw"], ["--auth", "***"]),
+    (["--cookie", "session=abc"], ["--cookie", "***"]),
+    (["--credentials", "/etc/gcp.json"], ["--credentials", "***"]),
+    (["--hmac", "00ff"], ["--hmac", "***"]),
+    (["--signature=deadbeef"], ["--signature=***"]),
+    (["--sentry-dsn", "https://k@o1.ingest.sentry.io/1"], ["--sentry-dsn", "***"]),
+    (["--key", "7"], ["--key", "***"]),  # exactly "key": even a number
+    (["--aws-secret-access-key", AWS_SECRET], ["--aws-secret-access-key", "***"]),
+    (
+        ["aws", "configure", "set", "aws_secret_access_key", AWS_SECRET],
+        ["aws", "configure", "set", "aws_secret_access_key", "***"],
+    ),
+    # NAME=VALUE assignments
+    (["OPENAI_API_KEY=abc"], ["OPENAI_API_KEY=***"]),
+    (["env", "WANDB_API_KEY=abc", "python"], ["env", "WANDB_API_KEY=***", "python"]),
+    (["wandb.api_key=abc"], ["wandb.api_key=***"]),
+    (["DB_PASSWORD=1234"], ["DB_PASSWORD=***"]),
+    (["SESSION_COOKIE=x"], ["SESSION_COOKIE=***"]),
+    # a long random-looking positional, and one after a short flag
+    (["run", RANDOM], ["run", "***"]),
+    (["-t", RANDOM], ["-t", "***"]),
+]
+
+KEPT = [
+    ["train.py", "--lr", "3e-4", "--batch-size", "32", "--epochs=3"],
+    ["--max-keys", "5", "--max-new-tokens", "128", "--pad-token-id", "50256"],
+    ["--max_tokens=4096", "--passes", "3", "--num-tokens=-1"],
+    ["--tokenizer", "gpt2", "--tokenizer_name=meta-llama/Llama-2-7b-hf", "--author", "ada"],
+    ["--model", "mistralai/Mistral-7B-Instruct-v0.2", "--revision", "main"],
+    ["-v", "-n", "4", "-o", "out/run_2026_01_01", "-p", "8080"],
+    ["trainer.max_steps=100", "optimizer.lr=0.1", "model.tokenizer=gpt2", "NUM_TOKENS=5"],
+    ["--data", "data/train/shard_00012345_of_00099999.bin", "--seed", "-1"],
+    ["--url", "https://example.com/path?q=1", "--db", "postgres://host:5432/db"],
+    ["--run-id", "123e4567-e89b-12d3-a456-426614174000", "--", "script.py"],
+    ["--keyboard-layout", "us", "--save-every", "1000", "--notes", "a b c"],
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), CASES)
+def test_each_secret_form_is_hidden(argv, expected):
+    assert redact_argv(argv) == expected
+
+
+def test_the_table_holds_at_least_30_forms():
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize("argv", KEPT)
+def test_arguments_that_are_not_secrets_are_left_alone(argv):
+    assert redact_argv(argv) == argv
+
+
+def test_text_keeps_what_surrounds_a_secret():
+    text = f"login {SK} at postgres://u:pw@h/db done"
+    assert redact_text(text) == "login *** at postgres://u:***@h/db done"
+
+
+def test_random_looking_needs_length_both_cases_and_digits():
+    assert looks_random(RANDOM)
+    assert not looks_random(RANDOM[:31])  # 31 characters: too short
+    assert not looks_random(RANDOM.lower())  # one case
+    assert not looks_random("AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh")  # no digits

@@ -1,0 +1,149 @@
+"""Hide secrets in a command line before it reaches the run log (which holds physics, never
+secrets: docs/spec.md "Run log"). Standard library only.
+
+A value is replaced by ``***`` when any of these says it is a secret (docs/reliability.md
+"Secrets"; ``tests/unit/test_redact.py`` pins each form):
+
+- **its shape**, anywhere in any argument: OpenAI/Anthropic-style ``sk-...``, GitHub
+  ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/``github_pat_``, Hugging Face ``hf_...``, Slack
+  ``xox[abprs]-...``, AWS access key ids (``AKIA``/``ASIA`` + 16), JWTs (``eyJ...``, three
+  dot-separated parts), ``Bearer``/``Basic`` credentials, and the password of a URL
+  (``scheme://user:PASSWORD@host`` keeps ``scheme://user:***@host``);
+- **its flag's name**: the value after a flag (``--flag value``, ``--flag=value``) whose name
+  contains one of :data:`SECRET_WORDS` (key, token, secret, pass, auth, cookie, credential,
+  hmac, signature, dsn); the same for ``NAME=VALUE`` assignments (``API_KEY=...``,
+  ``wandb.api_key=...``) and for a bare argument naming an AWS secret
+  (``aws configure set aws_secret_access_key VALUE``);
+- **its look**, for a short flag's value (``-k VALUE``) and a positional argument: one of the
+  shapes above, or a long random-looking string (:func:`looks_random`).
+
+Kept, deliberately: a plain number after a flag whose name only counts things
+(``--max-keys 5``, ``--max-new-tokens 128``, ``--pad-token-id 50256``, ``--passes 3``): a number
+is hidden only after a flag that names a secret outright (:data:`ALWAYS_WORDS`, or a name
+that is exactly ``key``, ``token``, ``pass``, ``pw`` or ``pin``); and names built on
+:data:`HARMLESS` words (``--tokenizer gpt2``, ``--author``, ``--keyboard``).
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+SECRET_WORDS = ("key", "token", "secret", "pass", "auth", "cookie", "credential", "hmac",
+                "signature", "dsn")  # fmt: skip
+ALWAYS_WORDS = ("secret", "passw", "passphrase", "credential", "cookie", "hmac", "signature",
+                "dsn", "auth", "apikey", "api_key", "api-key", "private")  # fmt: skip
+EXACT_SECRET_NAMES = ("key", "token", "pass", "pw", "pin")
+HARMLESS = ("tokenizer", "author", "keyboard", "monkey", "keyframe", "passes", "bypass",
+            "compass", "passthrough", "keypoint")  # fmt: skip
+
+# shapes of secrets, replaced wherever they appear (group "keep" is kept before the mask)
+_SHAPES = [
+    re.compile(r"(?P<keep>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+(?=@)"),  # URL password
+    re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{16,}"),  # sk-..., sk-proj-..., sk-ant-...
+    re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"),  # a JWT
+    re.compile(r"(?i)(?P<keep>\b(?:bearer|basic)\s+)[A-Za-z0-9+/=_\-.~]{8,}"),
+]
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_ASSIGN = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)", re.S)
+_AWS_NAME = re.compile(r"aws_[a-z_]*(?:secret|token|key)[a-z_]*", re.I)
+_RANDOM = re.compile(r"[A-Za-z0-9+/=_\-]{32,}")
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """``argv`` with every secret replaced by ``***`` (see the module's rules); other
+    arguments unchanged, in order. Never raises for a list of strings."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next and not arg.startswith("--"):  # a flag is no value: --token --verbose
+            hide_next = False
+            out.append(_hidden_value(arg, out[-1]))
+            continue
+        if arg.startswith("-") and len(arg) > 1 and not _NUMBER.fullmatch(arg):
+            text, hide_next = _flag(arg)
+        elif _AWS_NAME.fullmatch(arg):
+            text, hide_next = arg, True
+        else:
+            text = _assignment(arg)
+        out.append(text)
+    return out
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret of a known shape replaced (``scheme://user:***@host``)."""
+    for shape in _SHAPES:
+        text = shape.sub(_mask, text)
+    return text
+
+
+def looks_random(value: str) -> bool:
+    """True for a long random-looking token: 32 characters or more of letters, digits and
+    ``+/=_-``, with upper and lower case letters and at least 4 digits (model names and paths
+    have dots, few digits or one case)."""
+    if not _RANDOM.fullmatch(value):
+        return False
+    digits = sum(c.isdigit() for c in value)
+    return digits >= 4 and any(c.isupper() for c in value) and any(c.islower() for c in value)
+
+
+def secret_name(name: str) -> bool:
+    """Does a flag or variable name (dashes stripped) name a secret (:data:`SECRET_WORDS`,
+    once :data:`HARMLESS` words are taken out)?"""
+    low = name.lower().lstrip("-")
+    for word in HARMLESS:
+        low = low.replace(word, "")
+    return any(w in low for w in SECRET_WORDS)
+
+
+def _always(name: str) -> bool:
+    """A name that hides even a number after it (``--password 123456``, ``--pin 1234``)."""
+    low = name.lower().lstrip("-")
+    return low in EXACT_SECRET_NAMES or any(w in low for w in ALWAYS_WORDS)
+
+
+def _hide(name: str, value: str) -> bool:
+    """Hide ``value`` given after (or assigned to) ``name``?"""
+    if secret_name(name):
+        return _always(name) or not _NUMBER.fullmatch(value)
+    return looks_random(value)
+
+
+def _flag(arg: str) -> tuple[str, bool]:
+    """A flag argument, redacted; and whether the next argument is its secret value."""
+    if "=" in arg:
+        name, value = arg.split("=", 1)
+        return (f"{name}={MASK}" if _hide(name, value) else f"{name}={redact_text(value)}"), False
+    if arg.startswith("--"):
+        return arg, secret_name(arg)
+    # a short flag: -k VALUE, or -kVALUE: hidden when the value looks like a secret
+    if len(arg) > 2:
+        return arg[:2] + (MASK if looks_random(arg[2:]) else redact_text(arg[2:])), False
+    return arg, True
+
+
+def _hidden_value(value: str, flag: str) -> str:
+    """The argument after a flag that may take a secret (``flag`` as it was written out)."""
+    if flag.startswith("--") or _AWS_NAME.fullmatch(flag):
+        return MASK if _hide(flag, value) else redact_text(value)
+    # after a short flag only the value's look says
+    return MASK if looks_random(value) else redact_text(value)
+
+
+def _assignment(arg: str) -> str:
+    """A positional argument: ``NAME=VALUE`` by its name, anything else by its look."""
+    m = _ASSIGN.fullmatch(arg)
+    if m is not None and _hide(m["name"], m["value"]):
+        return f"{m['name']}={MASK}"
+    if m is None and looks_random(arg):
+        return MASK
+    return redact_text(arg)
+
+
+def _mask(m: re.Match) -> str:
+    keep = m.groupdict().get("keep") or ""
+    return keep + MASK
