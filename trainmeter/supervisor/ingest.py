@@ -192,8 +192,11 @@ class _Handler(socketserver.StreamRequestHandler):
         live = self.server.live
         note = (f"refused an agent whose hello says rank {hello.get('rank')!r} of "
                 f"{hello.get('world_size')!r}"[:NOTE_CHARS])  # fmt: skip
-        for _ in self._lines():
-            live.count_drop("hello rank outside the world", note=note)
+        for line in self._lines():
+            if line.startswith(b'{"ctl"'):
+                self._control(live, line)  # a sync is answered: the agent is never held
+            else:
+                live.count_drop("hello rank outside the world", _records_in(line), note=note)
 
     def _agent_lines(self, live: Live, who: _Agent) -> None:
         for line in self._lines():
