@@ -302,3 +302,42 @@ def test_end_run_from_another_process_is_refused_and_counted(supervisor, tmp_pat
     dropped = [r for r in log if r["k"] == "dropped"]
     assert dropped[-1]["counts"] == {"control request from another process": 3}
     assert "Traceback" not in _stop(proc, path)
+
+
+def test_the_drain_waits_while_lines_arrive_then_counts_what_it_cuts(served, monkeypatch):
+    import threading
+
+    from trainmeter.supervisor import launcher
+
+    live, path = served
+    monkeypatch.setattr(launcher, "DRAIN_MAX_S", 1.0)
+    s = _agent(path, _hello())
+    stop, sent = threading.Event(), []
+
+    def flood():  # an agent that never stops sending: one step every 5 ms
+        n = 0
+        while not stop.is_set():
+            n += 1
+            s.sendall(_step(n))
+            sent.append(n)
+            time.sleep(0.005)
+
+    t = threading.Thread(target=flood, daemon=True)
+    t.start()
+    while not live.agents_connected:  # its hello read: an agent (the child exits long after)
+        time.sleep(0.01)
+    said = []
+    start = time.monotonic()
+    launcher._drain_agents(live, said.append)
+    waited = time.monotonic() - start
+    stop.set()
+    t.join()
+    s.close()
+    while live.agents_connected:  # the handler reads to the end of the connection
+        time.sleep(0.01)
+    assert 1.0 <= waited < 1.0 + launcher.DRAIN_CUT_S + 1.0
+    final = live.close_run("ok", 0)
+    cut = final["dropped"]["by"]["cut at end of run (supervisor)"]
+    logged = [r["step"] for r in _logged(live) if r["k"] == "step"]
+    assert cut > 0 and len(logged) + cut == len(sent)  # every step sent: logged or counted
+    assert len(said) == 1 and "records cut at the end of the run" in said[0]

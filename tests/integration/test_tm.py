@@ -161,3 +161,22 @@ def test_the_child_environment_chains_an_existing_sitecustomize(workdir):
     env = {"PYTHONPATH": os.pathsep.join([str(other), _env()["PYTHONPATH"]])}
     out = run_tm(["-q", "--", sys.executable, "-c", code], workdir, env=env)
     assert out.stdout.split() == ["ran", "True"]
+
+
+def test_the_end_of_run_drain_waits_for_an_agent_still_sending(workdir):
+    # the child exits at once; its grandchild (its own agent, through the inherited
+    # environment) connects within 1 s and emits for 6 s more: tm waits while lines arrive
+    # (launcher.DRAIN_QUIET_S), where a fixed 3 s drain cut the last half
+    grandchild = ("import time, trainmeter\n"
+                  "for i in range(60):\n"
+                  "    trainmeter.emit(step=i, x=float(i))\n"
+                  "    time.sleep(0.1)\n")  # fmt: skip
+    code = ("import subprocess, sys, time, trainmeter\n"
+            "trainmeter.emit(step=0, child=1.0)\n"
+            f"subprocess.Popen([sys.executable, '-c', {grandchild!r}])\n"
+            "time.sleep(1.5)\n")  # fmt: skip
+    out = run_tm(["-q", "--no-web", "--", sys.executable, "-c", code], workdir, timeout=120)
+    assert out.returncode == 0, out.stderr
+    log = read_log(workdir)
+    assert [r["step"] for r in log if r["k"] == "series" and r["name"] == "x"] == list(range(60))
+    assert not [r for r in log if r["k"] == "dropped" and r["source"] == "supervisor"]

@@ -103,6 +103,13 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         t.start()
         return t
 
+    def process_request(self, request, client_address) -> None:
+        """Count the connection as opening before its thread starts, so the end-of-run
+        drain (launcher._drain_agents) waits for an agent whose hello is not read yet."""
+        with self.live.cond:
+            self.live.opening += 1
+        super().process_request(request, client_address)
+
     def handle_error(self, request, client_address) -> None:
         """A handler that raised: counted, one line on stderr per kind of error, no traceback
         in the training terminal (socketserver's default prints one)."""
@@ -124,7 +131,16 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         self._slice = (time.monotonic(), 0, 0)  # start, bytes, lines of the rate's slice
-        first = _json(next(self._lines(), b""))
+        live = self.server.live
+        try:
+            first = _json(next(self._lines(), b""))
+            if isinstance(first, dict) and first.get("ctl") == "agent":
+                with live.cond:  # an agent from now on, before it stops opening
+                    live.agents_connected += 1
+                    live.agents_seen += 1
+        finally:
+            with live.cond:
+                live.opening -= 1
         if not isinstance(first, dict):
             return
         kind = first.get("ctl")
@@ -175,10 +191,7 @@ class _Handler(socketserver.StreamRequestHandler):
     # -- agents ---------------------------------------------------------------------------------
     def _agent(self, hello: dict) -> None:
         live = self.server.live
-        with live.cond:
-            live.agents_connected += 1
-            live.agents_seen += 1
-        try:
+        try:  # counted in agents_connected by handle()
             who = _Agent(hello, self.server.world)
             if who.refused:
                 self._refuse_all(hello)

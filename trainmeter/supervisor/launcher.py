@@ -115,25 +115,26 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
 
 
 def _drain_agents(live: Live, say=lambda s: None) -> None:
-    """After the child exits: wait while an agent is connected and its lines still arrive
-    (some in the last ``DRAIN_QUIET_S``), ``DRAIN_MAX_S`` at most; then count what is left as
-    "cut at end of run" for ``DRAIN_CUT_S`` more, without applying it, and say so (one line)."""
+    """After the child exits: wait while an agent is connected (or a connection has not said
+    what it is yet) and its lines still arrive (some in the last ``DRAIN_QUIET_S``),
+    ``DRAIN_MAX_S`` at most; then count what is left as "cut at end of run" for
+    ``DRAIN_CUT_S`` more, without applying it, and say so (one line on stderr via ``say``)."""
     start = time.monotonic()
     seen, moved = live.lines_in, start
-    while live.agents_connected:
+    while live.agents_connected or live.opening:
         now = time.monotonic()
         if live.lines_in != seen:
             seen, moved = live.lines_in, now
         if now - moved >= DRAIN_QUIET_S or now - start >= DRAIN_MAX_S:
             break
         threading.Event().wait(0.02)
-    if not live.agents_connected:
+    if not (live.agents_connected or live.opening):
         return
     waited = time.monotonic() - start
     live.cutting = True
     before = live.drop_count("cut at end of run")
     cut_end = time.monotonic() + DRAIN_CUT_S
-    while live.agents_connected and time.monotonic() < cut_end:
+    while (live.agents_connected or live.opening) and time.monotonic() < cut_end:
         threading.Event().wait(0.02)
     cut = live.drop_count("cut at end of run") - before
     if cut:
