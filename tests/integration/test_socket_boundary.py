@@ -148,6 +148,9 @@ def test_the_jobs_world_size_bounds_a_hello(tmp_path, monkeypatch):
         assert _sync(ok) == {"ack": 1}
         assert live.snapshot()["ranks"] == {"1": 1}
         assert _by(live) == {"hello rank outside the world (supervisor)": 1}
+        notes = live.snapshot()["notes"]
+        said = "refused an agent whose hello says rank 3 of 4 (the job's $WORLD_SIZE is 2)"
+        assert f"supervisor: {said}" in notes
     finally:
         server.shutdown()
         server.server_close()

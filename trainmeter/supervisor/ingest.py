@@ -117,9 +117,13 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         if isinstance(exc, (BrokenPipeError, ConnectionResetError, TimeoutError)):
             return  # the other end went away: nothing was lost on this side
         what = type(exc).__name__
-        self.live.count_drop(
-            f"handler error: {what}", note=f"a socket connection failed: {what}: {exc}"[:NOTE_CHARS]
-        )
+        try:
+            self.live.count_drop(
+                f"handler error: {what}",
+                note=f"a socket connection failed: {what}: {exc}"[:NOTE_CHARS],
+            )
+        except Exception:  # the run's log or engine is what failed: the line below still says it
+            pass
         if what not in self._said:
             self._said.add(what)
             print(f"[trainmeter] a socket connection failed ({what}); counted, the run goes on",
@@ -203,8 +207,9 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def _refuse_all(self, hello: dict) -> None:
         live = self.server.live
+        cap = f" (the job's $WORLD_SIZE is {self.server.world})" if self.server.world else ""
         note = (f"refused an agent whose hello says rank {hello.get('rank')!r} of "
-                f"{hello.get('world_size')!r}"[:NOTE_CHARS])  # fmt: skip
+                f"{hello.get('world_size')!r}{cap}"[:NOTE_CHARS])  # fmt: skip
         for line in self._lines():
             if line.startswith(b'{"ctl"'):
                 self._control(live, line)  # a sync is answered: the agent is never held
