@@ -344,3 +344,23 @@ def test_the_drain_waits_while_lines_arrive_then_counts_what_it_cuts(served, mon
     logged = [r["step"] for r in _logged(live) if r["k"] == "step"]
     assert cut > 0 and len(logged) + cut == len(sent)  # every step sent: logged or counted
     assert len(said) == 1 and "records cut at the end of the run" in said[0]
+
+
+def test_connections_past_the_bound_are_closed_and_counted(served, monkeypatch):
+    live, path = served
+    monkeypatch.setattr(ingest, "MAX_CONNECTIONS", 3)
+    held = [_agent(path, _hello(pid=5000 + i)) for i in range(3)]
+    for s in held:
+        assert _sync(s) == {"ack": 1}  # all 3 served
+    extra = _agent(path, _hello(pid=6000))
+    try:
+        assert extra.recv(10) == b""  # closed at once
+    except ConnectionResetError:
+        pass  # closed at once, its hello unread
+    assert _by(live) == {"too many connections (supervisor)": 1}
+    held[0].close()
+    while live.agents_connected > 2:
+        time.sleep(0.01)
+    time.sleep(0.05)  # its thread ends just after
+    again = _agent(path, _hello(pid=7000))
+    assert _sync(again) == {"ack": 1}  # room again

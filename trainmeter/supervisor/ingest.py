@@ -24,7 +24,8 @@ counts what it refuses (``Live.count_drop``: a ``dropped`` record, source ``supe
 
 A connection reading faster than ``RATE_BYTES`` or ``RATE_LINES`` a second is paused (the
 socket's buffer fills and the sender waits or sheds, counting, on its side): nothing is
-dropped for rate here.
+dropped for rate here. At most ``MAX_CONNECTIONS`` are served at once ("too many
+connections"), so the socket holds at most ``MAX_CONNECTIONS x MAX_LINE`` bytes of lines.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ MAX_LINE = 1 << 20  # bytes of one line, its newline included
 RATE_BYTES = 64 << 20  # per connection and second, at most (then it is paused, not cut)
 RATE_LINES = 500_000  # per connection and second, at most
 RATE_SLICE_S = 0.1  # the rate is held over slices this long
+MAX_CONNECTIONS = 256  # served at once (each holds a thread and up to MAX_LINE bytes)
 SUPERVISOR_KINDS = frozenset(
     ("run_start", "run_end", "segment_start", "segment_end", "gpu_devices", "gpu")
 )
@@ -95,6 +97,8 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.controller = os.getpid() if controller is None else controller
         self.world = job_world_size(os.environ)
         self._said: set[str] = set()
+        self._lock = threading.Lock()
+        self._open = 0  # connections being served
         super().__init__(path, _Handler)
         os.chmod(path, 0o600)
 
@@ -105,10 +109,26 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def process_request(self, request, client_address) -> None:
         """Count the connection as opening before its thread starts, so the end-of-run
-        drain (launcher._drain_agents) waits for an agent whose hello is not read yet."""
+        drain (launcher._drain_agents) waits for an agent whose hello is not read yet.
+        Past ``MAX_CONNECTIONS`` open at once, a new one is closed at once and counted."""
+        with self._lock:
+            full = self._open >= MAX_CONNECTIONS
+            self._open += 0 if full else 1
+        if full:
+            note = f"refused a connection: {MAX_CONNECTIONS} are open"
+            self.live.count_drop("too many connections", note=note)
+            self.shutdown_request(request)
+            return
         with self.live.cond:
             self.live.opening += 1
         super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._open -= 1
 
     def handle_error(self, request, client_address) -> None:
         """A handler that raised: counted, one line on stderr per kind of error, no traceback
