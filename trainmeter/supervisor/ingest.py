@@ -193,6 +193,7 @@ class _Handler(socketserver.StreamRequestHandler):
                 while len(line) == MAX_LINE and not line.endswith(b"\n"):
                     line = rfile.readline(MAX_LINE)
                     self._pace(len(line))
+                    live.lines_in += 1  # progress, for the drain: bytes still arrive
                 live.count_drop("line too long", note=f"a line over {MAX_LINE} bytes was dropped")
                 continue
             yield line
