@@ -54,12 +54,31 @@ except KeyboardInterrupt:
 """
 
 
-def _tm(workdir: Path, **popen) -> subprocess.Popen:
+@pytest.fixture
+def started():
+    """The tm processes a test started; whatever a failed test left running is killed."""
+    procs = []
+    yield procs
+    for proc, workdir in procs:
+        pids = [proc.pid]
+        if (workdir / "pid").exists():
+            pids.append(int((workdir / "pid").read_text()))
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait(timeout=10)
+
+
+def _tm(started, workdir: Path, **popen) -> subprocess.Popen:
     (workdir / "train.py").write_text(TRAIN)
     cmd = [sys.executable, "-m", "trainmeter.cli", "-q", "--no-web", "--",
            sys.executable, "train.py", str(workdir)]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=workdir, env=_env(), stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=workdir, env=_env(), stdin=subprocess.DEVNULL,
                             start_new_session=True, **popen)  # fmt: skip
+    started.append((proc, workdir))
+    return proc
 
 
 def _wait_for(path: Path, timeout: float = 60.0) -> None:
@@ -75,14 +94,14 @@ def _cleanup_ran_once(workdir: Path, proc: subprocess.Popen) -> None:
     assert int((workdir / "saved").read_text()) >= 20 and (workdir / "ckpt.pt").exists()
 
 
-def test_ctrl_c_at_a_terminal_with_stdin_not_the_terminal_interrupts_once(workdir):
+def test_ctrl_c_at_a_terminal_with_stdin_not_the_terminal_interrupts_once(started, workdir):
     master, slave = os.openpty()
 
     def controlling_terminal():  # after setsid (start_new_session): the pty becomes ours
         fcntl.ioctl(1, termios.TIOCSCTTY, 0)
 
     try:
-        proc = _tm(workdir, stdout=slave, stderr=slave, preexec_fn=controlling_terminal)
+        proc = _tm(started, workdir, stdout=slave, stderr=slave, preexec_fn=controlling_terminal)
         os.close(slave)
         _wait_for(workdir / "ready")
         os.write(master, b"\x03")  # Ctrl-C: the line discipline signals the foreground group
@@ -92,8 +111,8 @@ def test_ctrl_c_at_a_terminal_with_stdin_not_the_terminal_interrupts_once(workdi
 
 
 @pytest.mark.parametrize("target", ["process group", "tm alone"])
-def test_sigint_without_a_terminal_interrupts_once(workdir, target):
-    proc = _tm(workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def test_sigint_without_a_terminal_interrupts_once(started, workdir, target):
+    proc = _tm(started, workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(workdir / "ready")
     if target == "process group":  # as a CI runner or a parent script stops its job
         os.killpg(proc.pid, signal.SIGINT)
@@ -102,8 +121,8 @@ def test_sigint_without_a_terminal_interrupts_once(workdir, target):
     _cleanup_ran_once(workdir, proc)
 
 
-def test_a_child_without_a_terminal_does_not_outlive_a_killed_tm(workdir):
-    proc = _tm(workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def test_a_child_without_a_terminal_does_not_outlive_a_killed_tm(started, workdir):
+    proc = _tm(started, workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(workdir / "ready")
     child = int((workdir / "pid").read_text())
     assert os.getpgid(child) != os.getpgid(proc.pid)  # its own group: tm alone forwards
