@@ -364,3 +364,33 @@ def test_connections_past_the_bound_are_closed_and_counted(served, monkeypatch):
     time.sleep(0.05)  # its thread ends just after
     again = _agent(path, _hello(pid=7000))
     assert _sync(again) == {"ack": 1}  # room again
+
+
+def test_under_tm_a_forger_is_refused_and_the_summary_line_says_it(tmp_path):
+    from conftest import read_log, run_tm
+
+    # a child that writes to tm's socket itself: a 2 MiB line, a forged run_end, an end_run
+    code = "\n".join([
+        "import json, os, socket",
+        "s = socket.socket(socket.AF_UNIX)",
+        "s.connect(os.environ['TRAINMETER_SOCKET'])",
+        "s.sendall(b'{\"ctl\": \"agent\", \"pid\": 1, \"rank\": 0, \"world_size\": 1}\\n')",
+        "s.sendall(b'x' * (2 << 20) + b'\\n')",
+        "s.sendall(b'{\"v\": 1, \"k\": \"run_end\", \"t\": 1.0, \"status\": \"ok\"}\\n')",
+        "s.sendall(b'{\"ctl\": \"sync\", \"id\": 1}\\n')",
+        "assert s.recv(100) == b'{\"ack\":1}\\n'",
+        "r = socket.socket(socket.AF_UNIX)",
+        "r.connect(os.environ['TRAINMETER_SOCKET'])",
+        "r.sendall(b'{\"ctl\": \"request\", \"cmd\": \"end_run\"}\\n')",
+        "print(r.recv(1000).decode().strip())",
+    ])  # fmt: skip
+    out = run_tm(["--no-web", "--", sys.executable, "-c", code], tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["ok"] is False  # tm takes no request that changes the run
+    assert "Traceback" not in out.stderr
+    summary = out.stderr.strip().splitlines()[-1]
+    assert "2 records dropped (1 line too long (supervisor), 1 kind not allowed" in summary
+    log = read_log(tmp_path)
+    assert [r["k"] for r in log].count("run_end") == 1
+    assert log[-2]["k"] == "dropped" and log[-2]["counts"] == {
+        "line too long": 1, "kind not allowed from an agent": 1}  # fmt: skip
