@@ -394,3 +394,26 @@ def test_under_tm_a_forger_is_refused_and_the_summary_line_says_it(tmp_path):
     assert [r["k"] for r in log].count("run_end") == 1
     assert log[-2]["k"] == "dropped" and log[-2]["counts"] == {
         "line too long": 1, "kind not allowed from an agent": 1}  # fmt: skip
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_a_silent_agent_is_waited_for_only_while_its_process_may_still_send(
+    served, monkeypatch, alive
+):
+    from trainmeter.supervisor import launcher
+
+    live, path = served
+    monkeypatch.setattr(launcher, "DRAIN_QUIET_S", 0.3)
+    monkeypatch.setattr(launcher, "DRAIN_MAX_S", 1.5)
+    if not alive:  # as when the agent's process has exited with lines still buffered
+        monkeypatch.setattr(launcher, "_any_alive", lambda live: False)
+    s = _agent(path, _hello())
+    assert _sync(s) == {"ack": 1}
+    said, start = [], time.monotonic()
+    launcher._drain_agents(live, said.append)
+    waited = time.monotonic() - start
+    s.close()
+    # alive: 0.3 s of silence, then 0.5 s counting (nothing); ended: the 1.5 s bound, then 0.5 s
+    low = 0.3 + launcher.DRAIN_CUT_S if alive else 1.5 + launcher.DRAIN_CUT_S
+    assert low <= waited < low + 0.5
+    assert said == []  # nothing was cut: nothing said

@@ -216,6 +216,9 @@ class _Handler(socketserver.StreamRequestHandler):
     # -- agents ---------------------------------------------------------------------------------
     def _agent(self, hello: dict) -> None:
         live = self.server.live
+        peer = peer_pid(self.request)
+        with live.cond:
+            live.agent_peers.append(peer)
         try:  # counted in agents_connected by handle()
             who = _Agent(hello, self.server.world)
             if who.refused:
@@ -225,6 +228,7 @@ class _Handler(socketserver.StreamRequestHandler):
         finally:
             with live.cond:
                 live.agents_connected -= 1
+                live.agent_peers.remove(peer)
 
     def _refuse_all(self, hello: dict) -> None:
         live = self.server.live

@@ -116,16 +116,21 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
 
 def _drain_agents(live: Live, say=lambda s: None) -> None:
     """After the child exits: wait while an agent is connected (or a connection has not said
-    what it is yet) and its lines still arrive (some in the last ``DRAIN_QUIET_S``),
-    ``DRAIN_MAX_S`` at most; then count what is left as "cut at end of run" for
-    ``DRAIN_CUT_S`` more, without applying it, and say so (one line on stderr via ``say``)."""
+    what it is yet) and its lines still arrive (some in the last ``DRAIN_QUIET_S``, or its
+    process has ended, so only its buffered lines are left), ``DRAIN_MAX_S`` at most; then
+    count what is left as "cut at end of run" for ``DRAIN_CUT_S`` more, without applying
+    it, and say so (one line on stderr via ``say``)."""
     start = time.monotonic()
     seen, moved = live.lines_in, start
     while live.agents_connected or live.opening:
         now = time.monotonic()
         if live.lines_in != seen:
             seen, moved = live.lines_in, now
-        if now - moved >= DRAIN_QUIET_S or now - start >= DRAIN_MAX_S:
+        if now - start >= DRAIN_MAX_S:
+            break
+        # a silent agent whose process still lives may never send more (a grandchild); a
+        # connection whose process ended has only its buffered lines left: read them all
+        if now - moved >= DRAIN_QUIET_S and _any_alive(live):
             break
         threading.Event().wait(0.02)
     if not (live.agents_connected or live.opening):
@@ -142,6 +147,23 @@ def _drain_agents(live: Live, say=lambda s: None) -> None:
             f"[trainmeter] stopped waiting for the agents after {waited:.1f} s (at most "
             f"{DRAIN_MAX_S:.0f} s): {cut:,} records cut at the end of the run, counted"
         )
+
+
+def _any_alive(live: Live) -> bool:
+    """Is the process of any connected agent still running (or a connection unknown yet)?"""
+    with live.cond:
+        peers = list(live.agent_peers)
+        if live.opening or None in peers:
+            return True
+    for pid in peers:
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            return True
+    return False
 
 
 def open_page(live: Live, web: bool, port: int):

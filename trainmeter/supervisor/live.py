@@ -53,6 +53,7 @@ class Live:
         self.agents_connected = 0
         self.agents_seen = 0
         self.opening = 0  # socket connections whose first line is not read yet
+        self.agent_peers: list[int | None] = []  # the pid of each connected agent (None: unknown)
         self.lines_in = 0  # lines the socket read, good or bad (the end-of-run drain's progress)
         self.cutting = False  # the run is closing: agent lines are counted, not applied
         self._drops: dict[str, int] = {}  # this run's supervisor drop counts, by reason
