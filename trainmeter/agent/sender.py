@@ -70,6 +70,8 @@ class Sender:
         self.on_stop = lambda: None  # the taps' quiet(): the sender stopped
         self._sync_id = 0
         self._pid = os.getpid()
+        self.drops: dict[str, int] = {}  # reason -> records dropped so far (cumulative)
+        self._count_lock = threading.Lock()  # put (training thread) and the sender thread count
         self._start_thread()
 
     @property
@@ -110,6 +112,12 @@ class Sender:
         """``put_step(item)``: the bare ``deque.append`` for the hot paths (steps, spans, root
         calls; the module docstring lists the items)."""
         return self.queue.append
+
+    def count(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` records dropped for ``reason`` (a short phrase); sent as the agent's
+        ``dropped`` record. Never raises."""
+        with self._count_lock:
+            self.drops[reason] = self.drops.get(reason, 0) + n
 
     def set_counter(self, tensor_type, int_dtypes, count_call, on_stop) -> None:
         """How queued root-model calls are counted, and what to call if the sender stops."""
