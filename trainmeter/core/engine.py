@@ -515,7 +515,7 @@ class Engine:
             "time_split": self._time_split(elapsed),
             "energy_j": self.hw.energy_j(),
             "hardware": self.hw.snapshot(
-                self._dtype(), self.opts.get("peak_flops"), pids=self._train_pids()
+                self._dtype(), _positive(self.opts.get("peak_flops")), pids=self._train_pids()
             ),
             "process": dict(self.process) if self.process is not None else None,
             "dropped": dropped,
@@ -540,7 +540,7 @@ class Engine:
     def _budget_tokens(self, budget_flops: float | None, fpt: float | None) -> float | None:
         """The declared token budget; else ``budget_flops / fpt`` (FLOP over FLOP/token under
         the run's convention, docs/spec.md "Snapshot keys for the dashboard")."""
-        declared = self.opts.get("budget_tokens")
+        declared = _positive(self.opts.get("budget_tokens"))
         if declared is not None or budget_flops is None or not fpt:
             return declared
         return budget_flops / fpt
@@ -570,14 +570,16 @@ class Engine:
         if m.get("device") != "cuda":
             if (self.hw.fake or self._attached() is not None) and self.hw.whole_gpus():
                 return self.hw.whole_gpus()  # a demonstration run on fake GPUs
-            return int(self.opts.get("gpus") or 0)  # a declared peak on CPU counts one device
+            declared = _positive(self.opts.get("gpus")) or 0  # a declared peak on CPU: one
+            return int(min(declared, MAX_RANKS))
         per_process = m.get("gpus")
         if not (isinstance(per_process, int) and 1 <= per_process <= MAX_RANKS):
             per_process = 1
         return per_process * self._world()
 
     def _peak(self) -> peaks.ResolvedPeak | None:
-        return peaks.resolve_peak(self._device(), self._dtype(), self.opts.get("peak_flops"))
+        declared = _positive(self.opts.get("peak_flops"))  # a log's 0 or "x": no declared peak
+        return peaks.resolve_peak(self._device(), self._dtype(), declared)
 
     def _device(self) -> str | None:
         """The device name the peak is looked up by: ``--device``, else the model's device,
@@ -701,8 +703,10 @@ def _scalar(value: Any) -> Any:
     non-scalars dropped (None)."""
     if isinstance(value, str):
         return clip(value, MAX_NAME)
-    if isinstance(value, bool) or value is None or isinstance(value, float):
+    if isinstance(value, bool) or value is None:
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, int):
         return value if -(2**63) <= value < 2**63 else None
     return None

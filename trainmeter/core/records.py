@@ -154,7 +154,195 @@ def validate(rec: Any) -> dict[str, Any]:
         _check_dropped(rec)
     if kind == "step_clock" and rec["source"] not in STEP_CLOCKS:
         raise RecordError(f"step_clock: 'source' must be one of {STEP_CLOCKS}")
+    n = rec.get("n")
+    if n is not None and not (type(n) is int and 1 <= n < 2**63):
+        raise RecordError(f"{kind}: 'n' (the line's number) must be an int >= 1, got {n!r}")
+    deep = _DEEP.get(kind)
+    if deep is not None:
+        deep(rec)
     return rec
+
+
+# Deep checks: the nested fields the engine (core/engine.py, core/hardware.py) reads, so a
+# record that passes validate() can never make Engine.apply or Engine.snapshot raise.
+MAX_LIST = 4096  # items of a list field (argv, devices, gpus, not_counted)
+MAX_GPUS = 256  # entries of a gpu record's `gpus` or a gpu_devices' `devices`
+MAX_TEXT = 100_000  # characters of a string field (a note, an argv word, an error)
+MAX_OPTS = 256  # entries of a run's `opts`
+# run options read as numbers, and as strings (docs/spec.md "Run log": run_start `opts`)
+_OPT_NUMBERS = ("budget_tokens", "budget_flops", "peak_flops", "plan_mfu", "gpus", "attached")
+_OPT_STRINGS = ("device", "dtype", "convention", "pad_tokens")
+_MODEL_INTS = ("layers", "width", "heads", "kv_heads", "head_dim", "ffn", "vocab", "seq_len",
+               "context", "gpus", "rank")  # fmt: skip
+_MODEL_BOOLS = ("gated_mlp", "tied_embeddings")
+_MODEL_STRS = ("name", "device", "device_name", "dtype", "run_dtype", "torch")
+_GPU_NUMBERS = ("time_s", "gpu_util", "sm_active", "sm_occupancy", "tensor_active",
+                "dram_active", "mem_used_bytes", "mem_total_bytes", "power_w", "energy_mj",
+                "sm_clock_mhz", "mem_clock_mhz", "throttle_mask", "power_limit_w",
+                "gpu_index", "gpu_instance_id", "cpu_util", "rss_bytes")  # fmt: skip
+
+
+def _scalar_ok(x: Any) -> bool:
+    """A JSON scalar: null, bool, a bounded string, or a finite number."""
+    if x is None or isinstance(x, bool):
+        return True
+    if isinstance(x, str):
+        return len(x) <= MAX_TEXT
+    return isinstance(x, (int, float)) and _finite(x)
+
+
+def _number_ok(x: Any) -> bool:
+    """null or a finite number (bool and strings are not numbers)."""
+    return x is None or (_is(x, _NUM) and _finite(x))
+
+
+def _need(ok: bool, kind: str, what: str) -> None:
+    if not ok:
+        raise RecordError(f"{kind}: {what}")
+
+
+def _str_map(x: Any) -> bool:
+    """null, or a bounded dict of strings to bounded strings (a `missing` reasons dict)."""
+    if x is None:
+        return True
+    return (isinstance(x, dict) and len(x) <= MAX_OPTS
+            and all(isinstance(v, str) and len(v) <= MAX_TEXT for v in x.values()))  # fmt: skip
+
+
+def _number_map(x: Any) -> bool:
+    """null, or a bounded dict of finite numbers (bytes per pid)."""
+    if x is None:
+        return True
+    return isinstance(x, dict) and len(x) <= MAX_LIST and all(_number_ok(v) for v in x.values())
+
+
+def _check_opts(kind: str, opts: Any) -> None:
+    """A run's options: a dict of JSON scalars, the numeric ones finite numbers."""
+    if opts is None:
+        return
+    _need(isinstance(opts, dict) and len(opts) <= MAX_OPTS, kind, "'opts' must be an object")
+    for k, v in opts.items():
+        _need(_scalar_ok(v), kind, f"opts {k[:40]!r} must be a JSON scalar (finite)")
+        if k in _OPT_NUMBERS:
+            _need(_number_ok(v), kind, f"opts {k!r} must be a finite number or null")
+        elif k in _OPT_STRINGS:
+            _need(v is None or isinstance(v, str), kind, f"opts {k!r} must be a string or null")
+
+
+def _check_run_start(rec: dict) -> None:
+    argv = rec["argv"]
+    _need(len(argv) <= MAX_LIST and all(isinstance(a, str) and len(a) <= MAX_TEXT for a in argv),
+          "run_start", "'argv' must be a list of strings")  # fmt: skip
+    for k in ("id", "name", "version", "cwd", "host"):
+        v = rec.get(k)
+        optional = k in ("cwd", "host") and v is None
+        _need(optional or (isinstance(v, str) and len(v) <= MAX_TEXT), "run_start",
+              f"{k!r} must be a string")  # fmt: skip
+    _check_opts("run_start", rec.get("opts"))
+
+
+def _check_segment_start(rec: dict) -> None:
+    _check_opts("segment_start", rec.get("opts"))
+
+
+def _check_segment_end(rec: dict) -> None:
+    err = rec.get("error")
+    _need(err is None or isinstance(err, str), "segment_end", "'error' must be a string")
+
+
+def _check_agent_hello(rec: dict) -> None:
+    for k in ("host", "python", "torch"):
+        _need(_scalar_ok(rec.get(k)), "agent_hello", f"{k!r} must be a JSON scalar")
+
+
+def _check_model(rec: dict) -> None:
+    for k in ("params", "embedding_params", "token_embedding_params", *_MODEL_INTS):
+        v = rec.get(k)
+        _need(v is None or (_is(v, (int,)) and -(2**63) <= v < 2**63), "model",
+              f"{k!r} must be an int")  # fmt: skip
+    for k in _MODEL_BOOLS:
+        _need(rec.get(k) is None or isinstance(rec[k], bool), "model", f"{k!r} must be a bool")
+    for k in _MODEL_STRS:
+        _need(rec.get(k) is None or isinstance(rec[k], str), "model", f"{k!r} must be a string")
+    _need(len(rec) <= 4 * MAX_OPTS, "model", "too many fields")
+    for k, v in rec.items():
+        _need(_scalar_ok(v), "model", f"{k[:40]!r} must be a JSON scalar (finite)")
+
+
+def _check_entry(kind: str, d: Any) -> None:
+    """One GPU entry (a device's facts, a sample) or the host: a dict of JSON scalars with an
+    int ``index`` (not the host), numbers where the sampler writes numbers."""
+    _need(isinstance(d, dict) and len(d) <= MAX_OPTS, kind, "entries must be objects")
+    for k, v in d.items():
+        if k == "missing":
+            _need(_str_map(v), kind, "'missing' must be an object of strings")
+        elif k in ("process_mem_bytes", "rss_by_pid"):
+            _need(_number_map(v), kind, f"{k!r} must be an object of numbers")
+        elif k in _GPU_NUMBERS:
+            _need(
+                _number_ok(v),
+                kind,
+                f"{k!r} must be a finite number or null, got {type(v).__name__}",
+            )
+        else:
+            _need(_scalar_ok(v), kind, f"{k[:40]!r} must be a JSON scalar (finite)")
+
+
+def _check_gpu_list(kind: str, entries: list) -> None:
+    _need(len(entries) <= MAX_GPUS, kind, f"more than {MAX_GPUS} entries")
+    for d in entries:
+        i = d.get("index") if isinstance(d, dict) else None
+        _need(_is(i, (int,)) and 0 <= i < 2**31, kind, f"'index' must be an int >= 0, got {i!r}")
+        _check_entry(kind, d)
+
+
+def _check_gpu_devices(rec: dict) -> None:
+    _check_gpu_list("gpu_devices", rec["devices"])
+
+
+def _check_gpu(rec: dict) -> None:
+    _check_gpu_list("gpu", rec["gpus"])
+    if rec.get("host") is not None:
+        _check_entry("gpu", rec["host"])
+    proc = rec.get("process")
+    if proc is not None:
+        _need(
+            isinstance(proc, dict) and len(proc) <= MAX_OPTS, "gpu", "'process' must be an object"
+        )
+        for k, v in proc.items():
+            if k == "pids":
+                _need(isinstance(v, list) and len(v) <= MAX_LIST, "gpu", "'pids' must be a list")
+            elif k == "missing":
+                _need(_str_map(v), "gpu", "process 'missing' must be an object of strings")
+            else:
+                _need(_scalar_ok(v), "gpu", f"process {k[:40]!r} must be a JSON scalar")
+    _need(
+        rec.get("resume") is None or isinstance(rec["resume"], bool),
+        "gpu",
+        "'resume' must be a bool",
+    )
+
+
+def _check_text(rec: dict) -> None:
+    _need(len(rec["text"]) <= MAX_TEXT, "note", "'text' too long")
+
+
+def _check_lists(rec: dict) -> None:
+    for k in ("mapped", "not_counted"):
+        _need(len(rec.get(k) or ()) <= MAX_LIST, rec["k"], f"{k!r} too long")
+
+
+_DEEP = {
+    "run_start": _check_run_start,
+    "segment_start": _check_segment_start,
+    "segment_end": _check_segment_end,
+    "agent_hello": _check_agent_hello,
+    "model": _check_model,
+    "gpu_devices": _check_gpu_devices,
+    "gpu": _check_gpu,
+    "note": _check_text,
+    "flops_counted": _check_lists,
+}
 
 
 def _check_counted(rec: dict) -> None:
