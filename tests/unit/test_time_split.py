@@ -55,6 +55,10 @@ class _Sock:
     def sendall(self, data):
         self.sent += data
 
+    def send(self, data):  # the sender writes without blocking (agent/sender.py's Outbound)
+        self.sent += bytes(data)
+        return len(data)
+
 
 def test_the_sender_sends_steps_then_spans_then_records(monkeypatch):
     from trainmeter.agent.sender import Sender

@@ -1,10 +1,24 @@
 """Send records from the training process to the supervisor without blocking the loop.
 
-The hot path is ``put(item)``: one ``deque.append`` (atomic under the GIL, no lock). A named
-daemon thread drains the queue every ``interval`` seconds (sooner while more than ``max_items``
-arrive in one interval: queued tensors are held until read), encodes JSON lines and writes them
-to the supervisor's Unix socket. If the socket fails, the sender warns once, tells the taps to
-stop (``on_stop``) and drops records from then on: the training run never waits on trainmeter.
+The hot path is ``put_step(item)``: one ``deque.append`` (atomic under the GIL, no lock, no
+check) for steps, spans and root-model calls; steps are never dropped. ``put(rec)`` (emit() and
+the tracker taps' series, notes, model facts) checks one flag first: under pressure (more than
+``SHED_QUEUE`` items queued or ``SHED_BYTES`` waiting for the socket) a series keeps at most
+``SHED_RATE`` points per name per second, each point shed counted ("series shed under load").
+
+A named daemon thread drains the queue every ``interval`` seconds (sooner while more than
+``max_items`` arrive in one interval: queued tensors are held until read), encodes JSON lines
+into an outbound buffer (:class:`Outbound`: at most ``MAX_OUT_BYTES`` of series and notes,
+which go after everything else and are dropped first, counted "outbound buffer full") and writes
+it to the supervisor's Unix socket without blocking: a paused supervisor never holds the thread,
+which keeps reading the queue. A socket that fails is dropped, what was buffered is counted
+("supervisor gone") and the sender reconnects with backoff (0.1 s doubling to 5 s, its hello
+first on each connection); the taps stay on. Only an internal error turns the sender off.
+
+Every count goes out as a ``dropped`` record (source "agent", cumulative, with pid and rank)
+at most every ``DROP_EVERY`` seconds when it changed, and at close, which has a deadline of
+``CLOSE_DEADLINE_S`` in all: what is unsent then is counted ("unsent at exit") and one stderr
+line says how many records were not sent.
 
 What the queue holds, in the order the training thread put it (``QueueReader.read``):
 
@@ -30,16 +44,35 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
+import sys
 import threading
+import time
 from collections import deque
 
 from trainmeter.agent import guard
 from trainmeter.agent.backward import Fallback, Ledger
 
-MAX_QUEUE = 200_000  # items; ~20 s of a 5 kHz step rate before the oldest are dropped
 MIN_INTERVAL = 0.005  # s: the shortest wait between flushes when items pile up
 FORGET = ("forget",)  # the queue item that drops the calls queued since the last step
+MAX_OUT_BYTES = 32 * 2**20  # outbound buffer: series and notes beyond it are dropped
+HARD_OUT_BYTES = 256 * 2**20  # beyond it every line is dropped (a supervisor paused for good)
+SHED_QUEUE = 50_000  # items queued above which series are held to SHED_RATE per name
+SHED_BYTES = 4 * 2**20  # outbound bytes above which series are held to SHED_RATE per name
+SHED_RATE = 10  # series points kept per name per second under pressure
+DROP_EVERY = 0.5  # s: at most two dropped records a second
+CLOSE_DEADLINE_S = 1.0  # close(): everything, the final dropped record included
+BACKOFF_MIN_S, BACKOFF_MAX_S = 0.1, 5.0  # reconnect waits, doubling
+WRITE_MAX = 1 << 20  # bytes handed to one send()
+LOW_KINDS = ("series",)  # sent after the rest of a flush; dropped first when the buffer is full
+
+# drop reasons (docs/reliability.md)
+SHED = "series shed under load"
+FULL = "outbound buffer full"
+GONE = "supervisor gone"
+UNSENT = "unsent at exit"
+UNENCODABLE = "record JSON cannot encode"
 
 
 class _NoTensor:  # matches nothing until the torch taps call ``set_counter``
@@ -47,31 +80,39 @@ class _NoTensor:  # matches nothing until the torch taps call ``set_counter``
 
 
 class Sender:
-    """Batching line-JSON sender over a Unix stream socket.
+    """Batching line-JSON sender over a Unix stream socket (the module docstring says how).
 
     Args:
         path: the supervisor's socket path.
-        hello: first line sent on connect (``{"ctl": "agent", ...}``).
+        hello: first line sent on each connection (``{"ctl": "agent", ...}``).
         interval: seconds between flushes of the background thread.
     """
 
     def __init__(self, path: str, hello: dict, interval: float = 0.1) -> None:
         self.path = path
         self.interval = interval
-        self.queue: deque = deque(maxlen=MAX_QUEUE)
+        self.queue: deque = deque()  # unbounded: what bounds it is shedding and the reader
         self._hello = hello
         self.rank = int(hello.get("rank", 0))
         self._sock: socket.socket | None = None
-        self._lock = threading.Lock()  # one writer on the socket at a time
+        self._lock = threading.Lock()  # one user of the socket and the outbound buffer
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self.max_items = MAX_QUEUE  # items per interval before the sender comes back sooner
+        self.max_items = 200_000  # items per interval before the sender comes back sooner
         self.reader = QueueReader(self.rank)
-        self.on_stop = lambda: None  # the taps' quiet(): the sender stopped
-        self._sync_id = 0
+        self.out = Outbound(self.count)
+        self.on_stop = lambda: None  # the taps' quiet(): the sender stopped for good
+        self.shedding = False  # under pressure: put() holds series to SHED_RATE per name
+        self._sync_id = self._acked = 0
+        self._rbuf = b""  # the supervisor's replies (acks), up to their newline
+        self._retry_at, self._backoff = 0.0, BACKOFF_MIN_S
         self._pid = os.getpid()
         self.drops: dict[str, int] = {}  # reason -> records dropped so far (cumulative)
         self._count_lock = threading.Lock()  # put (training thread) and the sender thread count
+        self._rate: dict[object, int] = {}  # series name -> points kept in this second
+        self._rate_sec = 0
+        self._sent_drops: dict[str, int] = {}  # the counts of the last dropped record queued
+        self._drops_at = 0.0
         self._start_thread()
 
     @property
@@ -90,13 +131,17 @@ class Sender:
     def retarget(self, path: str) -> None:
         """Point the sender at a new supervisor socket (a restarted notebook supervisor).
 
-        What was queued for the old socket is dropped; the sender comes back on if it was off
-        and connects lazily, sending its hello first. Never raises."""
+        What was queued or buffered for the old socket is dropped and counted ("supervisor
+        gone", in the new run's counts); the sender comes back on if it was off and connects
+        at once, sending its hello first. Never raises."""
         try:
             with self._lock:
                 self._drop_socket()
                 self.path = path
-                self.queue.clear()
+                with self._count_lock:
+                    self.drops, self._sent_drops = {}, {}
+                self._discard(GONE)
+                self._retry_at, self._backoff = 0.0, BACKOFF_MIN_S
                 guard.revive("sender")
                 if not self._thread.is_alive() and not self._stop.is_set():
                     self._start_thread()
@@ -104,7 +149,11 @@ class Sender:
             guard.warn_once("sender-retarget", f"sender retarget failed: {exc!r}")
 
     def put(self, rec: dict) -> None:
-        """Queue one record (hot path: never blocks, never raises)."""
+        """Queue one record (never blocks, never raises); a series point beyond its rate is
+        shed and counted while the sender is under pressure."""
+        pressed = self.shedding or len(self.queue) > SHED_QUEUE
+        if pressed and rec.get("k") == "series" and self._shed(rec.get("name")):
+            return
         self.queue.append(rec)
 
     @property
@@ -116,8 +165,9 @@ class Sender:
     def count(self, reason: str, n: int = 1) -> None:
         """Count ``n`` records dropped for ``reason`` (a short phrase); sent as the agent's
         ``dropped`` record. Never raises."""
-        with self._count_lock:
-            self.drops[reason] = self.drops.get(reason, 0) + n
+        if n:
+            with self._count_lock:
+                self.drops[reason] = self.drops.get(reason, 0) + n
 
     def set_counter(self, tensor_type, int_dtypes, count_call, on_stop) -> None:
         """How queued root-model calls are counted, and what to call if the sender stops."""
@@ -127,7 +177,8 @@ class Sender:
         self.on_stop = on_stop
 
     def flush(self) -> bool:
-        """Write everything queued now, from the calling thread. False once the sender is off."""
+        """Encode everything queued now and write what the socket takes without blocking, from
+        the calling thread. False once the sender is off."""
         if not self.alive:
             self.queue.clear()
             return False
@@ -135,39 +186,53 @@ class Sender:
             with self._lock:
                 self._write_queued()
             return True
-        except Exception as exc:  # the supervisor went away, or a record would not encode
+        except Exception as exc:  # an internal error (a socket's failure is handled inside)
             self._stopped("sender", exc)
             return False
 
     def sync(self, timeout: float = 3.0) -> bool:
-        """Flush, then wait until the supervisor has applied every record sent so far.
+        """Flush, then wait at most ``timeout`` seconds until the supervisor has applied every
+        record sent so far; False when it did not answer in time (the sender stays on, a late
+        answer is taken by the next sync) or the socket failed.
 
         The supervisor answers ``{"ctl": "sync", "id": n}`` with ``{"ack": n}`` on this
         connection after the lines before it, so a later control command sees them all.
         """
         if not self.flush():
             return False
+        deadline = time.monotonic() + timeout
         try:
             with self._lock:
                 self._sync_id += 1
-                sock = self._connect()
-                sock.sendall(_line({"ctl": "sync", "id": self._sync_id}))
-                sock.settimeout(timeout)
-                try:
-                    return self._read_ack(sock, self._sync_id)
-                finally:
-                    sock.settimeout(None)
+                want = self._sync_id
+                self.out.add(_line({"ctl": "sync", "id": want}), 0, low=True, force=True)
+            while True:
+                with self._lock:
+                    self._write()
+                    sock = self._sock
+                    if sock is None:
+                        return False
+                    if self._read_acks(sock) >= want:
+                        return True
+                    writing = self.out.nbytes > 0
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                _wait_on(sock, read=True, write=writing, timeout=min(left, 0.05))
         except Exception as exc:
             self._stopped("sender", exc)
             return False
 
     def close(self) -> None:
-        """Final flush and close (atexit and unload); never raises."""
+        """Final flush and close (atexit and unload), within ``CLOSE_DEADLINE_S``; never
+        raises. What is unsent at the deadline is counted, the final ``dropped`` record is
+        attempted, and one stderr line says how many records were not sent."""
         self._stop.set()
         self._wake.set()
-        self.flush()
-        with self._lock:
-            self._drop_socket()
+        try:
+            self._close(time.monotonic() + CLOSE_DEADLINE_S)
+        except Exception:
+            pass
 
     def forget_after_fork(self) -> None:
         """In a forked child (a DataLoader worker, a Hogwild trainer): never write to the
@@ -192,9 +257,11 @@ class Sender:
             except OSError:
                 pass
             self._sock = None
+        self._rbuf = b""
+        self._acked = self._sync_id  # an ack still on its way is for this connection only
 
     def _stopped(self, name: str, exc: BaseException) -> None:
-        """Off for good: warn once, stop the taps (nothing may pile up) and drop the queue."""
+        """Off for good (an internal error): warn once, stop the taps, drop the queue."""
         guard.failed(name, exc)
         try:
             self.on_stop()
@@ -202,25 +269,75 @@ class Sender:
             pass
         self.queue.clear()
 
+    def _gone(self, exc: BaseException) -> None:
+        """The socket failed: drop it, count what it did not take, retry after the backoff
+        (the caller holds ``_lock``). The taps stay on."""
+        guard.warn_once(
+            "sender-gone",
+            f"lost the supervisor's socket ({type(exc).__name__}: {exc}); reconnecting, "
+            "what it could not take is counted",
+        )
+        self._drop_socket()
+        self.count(GONE, self.out.clear())
+        self._sent_drops = {}  # the counts go out again on the next connection
+        self._retry_at = time.monotonic() + self._backoff
+        self._backoff = min(BACKOFF_MAX_S, self._backoff * 2)
+
+    def _discard(self, reason: str) -> None:
+        """Drop everything queued and buffered, counted under ``reason`` (holding ``_lock``)."""
+        steps, spans, records = self.reader.read(self.queue)
+        records += self.reader.release_all()
+        n = len(records) + sum(len(b["step"] if b is steps else b["name"]) for b in (steps, spans)
+                               if b is not None)  # fmt: skip
+        self.count(reason, n + self.out.clear())
+
     def _loop(self) -> None:
         wait = self.interval
         while not self._stop.is_set():
-            self._wake.wait(wait)
-            self._wake.clear()
+            sock = self._sock
+            if sock is not None and self.out.nbytes:
+                _wait_on(sock, read=False, write=True, timeout=wait)  # writable, or the wait
+            else:
+                self._wake.wait(wait)
+                self._wake.clear()
             n = len(self.queue)
-            if n and not self.flush():
+            if not self.flush():
                 return
             wait = next_wait(self.interval, n, self.max_items)
 
     def _connect(self) -> socket.socket:
+        """The connection, opened if needed (non-blocking), its hello first in the buffer."""
         if self._sock is None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.connect(self.path)
-            sock.sendall(_line(self._hello))
+            try:
+                sock.setblocking(False)
+                sock.connect(self.path)  # a full listen backlog raises BlockingIOError
+            except BaseException:
+                sock.close()
+                raise
+            self.out.first(_line(self._hello))
             self._sock = sock
         return self._sock
 
     def _write_queued(self) -> None:
+        """Queue -> outbound buffer -> socket, never blocking (the caller holds ``_lock``)."""
+        self._encode()
+        self._queue_drops(force=False)
+        self._write()
+        self.shedding = self.out.nbytes > SHED_BYTES or len(self.queue) > SHED_QUEUE
+
+    def _write(self) -> None:
+        """Write what the socket takes now; a failure is :meth:`_gone`."""
+        if not self.out.nbytes or (self._sock is None and time.monotonic() < self._retry_at):
+            return
+        try:
+            sock = self._connect()
+            self.out.write(sock)
+            self._backoff = BACKOFF_MIN_S
+        except OSError as exc:
+            self._gone(exc)
+
+    def _encode(self) -> None:
         if not self.queue and not self.reader.pending(last=self._stop.is_set()):
             return
         steps, spans, records = self.reader.read(self.queue)
@@ -228,28 +345,211 @@ class Sender:
             records += self.reader.release_all()
         # who is sending comes first (a rank adopted from torch.distributed applies to the
         # steps beside it), then steps, then spans (decode_wire), then the other records
-        hellos = [r for r in records if r.get("k") == "agent_hello"]
-        records = [r for r in records if r.get("k") != "agent_hello"] if hellos else records
-        chunks = [_line(r) for r in hellos]
-        chunks += [_line(b) for b in (steps, spans) if b is not None]
+        out = self.out
         for rec in records:
+            if rec.get("k") == "agent_hello":
+                out.add(_line(rec), 1)
+        if steps is not None:
+            out.add(_line(steps), len(steps["step"]))
+        if spans is not None:
+            out.add(_line(spans), len(spans["name"]))
+        low = []
+        for rec in records:
+            kind = rec.get("k")
+            if kind == "agent_hello":
+                continue
             try:
-                chunks.append(_line(rec))
+                line = _line(rec)
             except (TypeError, ValueError):  # a value JSON cannot carry: drop that record only
-                guard.warn_once("sender-encode", "dropped a record that JSON cannot encode")
-        if chunks:
-            self._connect().sendall(b"".join(chunks))
+                self.count(UNENCODABLE)
+                continue
+            if kind in LOW_KINDS:
+                low.append(line)
+            else:  # a note keeps its place, but is refused beyond MAX_OUT_BYTES like a series
+                out.add(line, 1, limit=MAX_OUT_BYTES if kind == "note" else HARD_OUT_BYTES)
+        if low:
+            out.add(b"".join(low), 1, low=True)
 
-    @staticmethod
-    def _read_ack(sock: socket.socket, want: int) -> bool:
-        buf = b""
-        while b"\n" not in buf:
-            chunk = sock.recv(4096)
+    def _queue_drops(self, force: bool) -> None:
+        """Queue a ``dropped`` record if the counts changed, at most every ``DROP_EVERY`` s
+        (``force``: now, the last one)."""
+        now = time.monotonic()
+        if not force and now - self._drops_at < DROP_EVERY:
+            return
+        with self._count_lock:
+            counts = dict(self.drops)
+        if counts == self._sent_drops:
+            return
+        rec = {"v": 1, "k": "dropped", "t": time.time(), "source": "agent", "counts": counts,
+               "pid": os.getpid(), "rank": self.rank}  # fmt: skip
+        self.out.add(_line(rec), 0, force=True)
+        self._sent_drops, self._drops_at = counts, now
+
+    def _shed(self, name: object) -> bool:
+        """Whether this point of series ``name`` is beyond ``SHED_RATE`` this second (counted)."""
+        with self._count_lock:
+            sec = int(time.monotonic())
+            if sec != self._rate_sec:
+                self._rate, self._rate_sec = {}, sec
+            try:
+                kept = self._rate.get(name, 0)
+            except TypeError:  # an unhashable name: the reader will send or count it
+                return False
+            if kept < SHED_RATE:
+                self._rate[name] = kept + 1
+                return False
+            self.drops[SHED] = self.drops.get(SHED, 0) + 1
+            return True
+
+    def _read_acks(self, sock: socket.socket) -> int:
+        """The highest sync id the supervisor acknowledged on this connection (reads what has
+        arrived without blocking; a closed connection raises ConnectionError)."""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                break
             if not chunk:
                 raise ConnectionError("supervisor closed the connection")
-            buf += chunk
-        acks = [json.loads(raw).get("ack") for raw in buf.split(b"\n") if raw.strip()]
-        return want in acks
+            self._rbuf += chunk
+        *lines, self._rbuf = self._rbuf.split(b"\n")
+        for raw in lines:
+            try:
+                ack = json.loads(raw).get("ack")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(ack, int) and not isinstance(ack, bool):
+                self._acked = max(self._acked, ack)
+        return self._acked
+
+    def _close(self, deadline: float) -> None:
+        if not self.alive:
+            return
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic() - 0.3)):
+            _say("the final flush could not start in time; the run log may miss its end")
+            return
+        try:
+            self._retry_at = 0.0  # one more try to connect, whatever the backoff
+            self._encode()
+            self._drain(deadline - 0.25)
+            unsent = self.out.cut()  # all but the rest of a line half written
+            self.count(UNSENT, unsent)
+            self._queue_drops(force=True)
+            self._drain(deadline)
+            delivered = self.out.nbytes == 0
+            self._drop_socket()
+        finally:
+            self._lock.release()
+        with self._count_lock:
+            total = sum(self.drops.values())
+            by = ", ".join(f"{n:,} {why}" for why, n in self.drops.items())
+        if total or not delivered:
+            where = (
+                "counted in the run log" if delivered else "the run log does not have this count"
+            )
+            _say(f"{total:,} records were not sent to the supervisor ({by or 'none'}; {where})")
+
+    def _drain(self, until: float) -> None:
+        """Write until the buffer is empty, the socket is gone, or ``until`` (holding ``_lock``)."""
+        while self.out.nbytes:
+            self._write()
+            sock, left = self._sock, until - time.monotonic()
+            if sock is None or not self.out.nbytes or left <= 0:
+                return
+            _wait_on(sock, read=False, write=True, timeout=min(left, 0.05))
+
+
+class Outbound:
+    """Encoded lines waiting for the socket: hellos, steps, spans and other records first, then
+    series and notes (``low``). Each entry is ``(data, per_line)``: its lines, each standing
+    for ``per_line`` records (a steps batch is one line of many steps; a hello or a sync none).
+
+    Args:
+        count: ``count(reason, n)``, called for what :meth:`add` refuses.
+    """
+
+    def __init__(self, count) -> None:
+        self.count = count
+        self.hi: deque = deque()
+        self.lo: deque = deque()
+        self.nbytes = 0  # bytes not written yet
+        self.head: bytes | None = None  # the entry being written, from ``offset``
+        self.head_per_line = 0
+        self.offset = 0
+
+    def add(self, data: bytes, per_line: int, low: bool = False, force: bool = False,
+            limit: int | None = None) -> None:  # fmt: skip
+        """Buffer ``data`` (whole lines) unless the buffer would pass ``limit`` bytes (default:
+        ``MAX_OUT_BYTES`` for ``low`` lines, ``HARD_OUT_BYTES`` for others): then its records
+        are counted "outbound buffer full" (``force``: never refused, for sync and dropped)."""
+        limit = limit or (MAX_OUT_BYTES if low else HARD_OUT_BYTES)
+        if not force and self.nbytes + len(data) > limit:
+            self.count(FULL, data.count(b"\n") * per_line)
+            return
+        (self.lo if low else self.hi).append((data, per_line))
+        self.nbytes += len(data)
+
+    def first(self, data: bytes) -> None:
+        """Buffer ``data`` before everything not begun (a new connection's hello)."""
+        self.hi.appendleft((data, 0))
+        self.nbytes += len(data)
+
+    def write(self, sock) -> None:
+        """Send until the socket would block or all is written; a failure raises OSError."""
+        while self.nbytes:
+            if self.head is None:
+                data, self.head_per_line = (self.hi or self.lo).popleft()
+                self.head, self.offset = data, 0
+            try:
+                n = sock.send(memoryview(self.head)[self.offset : self.offset + WRITE_MAX])
+            except (BlockingIOError, InterruptedError):
+                return
+            self.offset += n
+            self.nbytes -= n
+            if self.offset >= len(self.head):
+                self.head = None
+
+    def clear(self) -> int:
+        """Drop everything; returns the records of the lines not wholly written."""
+        n = self._head_records(self.offset)
+        n += sum(d.count(b"\n") * k for q in (self.hi, self.lo) for d, k in q)
+        self.hi.clear()
+        self.lo.clear()
+        self.head, self.nbytes = None, 0
+        return n
+
+    def cut(self) -> int:
+        """Drop all but the rest of a line half written (the supervisor reads it whole);
+        returns the records dropped."""
+        keep = b""
+        if self.head is not None and self.offset:
+            end = self.head.find(b"\n", self.offset) + 1
+            keep = self.head[self.offset : end]
+            self.offset = end
+        n = self.clear()
+        if keep:
+            self.head, self.head_per_line, self.offset, self.nbytes = keep, 0, 0, len(keep)
+        return n
+
+    def _head_records(self, offset: int) -> int:
+        if self.head is None:
+            return 0
+        return self.head.count(b"\n", offset) * self.head_per_line
+
+
+def _wait_on(sock, read: bool, write: bool, timeout: float) -> None:
+    """Wait at most ``timeout`` s for ``sock`` to be readable/writable; never raises."""
+    try:
+        select.select([sock] if read else [], [sock] if write else [], [], max(0.0, timeout))
+    except (OSError, ValueError):  # closed by another thread meanwhile
+        time.sleep(min(timeout, 0.01))
+
+
+def _say(text: str) -> None:
+    try:
+        print(f"[trainmeter] {text}", file=sys.stderr)
+    except Exception:
+        pass
 
 
 def next_wait(interval: float, items: int, max_items: int) -> float:

@@ -1,0 +1,282 @@
+"""The agent's sender against a stand-in supervisor on a real Unix socket: counts by reason in
+``dropped`` records, series shed under pressure, a bounded outbound buffer, writes that never
+block, reconnection with backoff, sync timeouts that leave it on, and close()'s deadline."""
+
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from trainmeter.agent import guard
+from trainmeter.agent import sender as sm
+from trainmeter.agent.sender import Sender
+
+
+class Supervisor:
+    """Accepts connections on ``path``; reads lines (unless ``reading`` is cleared) and answers
+    ``{"ctl": "sync"}`` with an ack (unless ``acking`` is cleared)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(16)
+        self.reading, self.acking = threading.Event(), threading.Event()
+        self.reading.set()
+        self.acking.set()
+        self.conns: list[list[dict]] = []
+        self.socks = []
+        self.late = []  # sync ids not acked while acking was off
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                return
+            lines: list[dict] = []
+            self.conns.append(lines)
+            self.socks.append(conn)
+            threading.Thread(target=self._serve, args=(conn, lines), daemon=True).start()
+
+    def _serve(self, conn, lines):
+        buf = b""
+        while True:
+            self.reading.wait()
+            try:
+                chunk = conn.recv(1 << 20)
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
+            *done, buf = buf.split(b"\n")
+            for raw in done:
+                rec = json.loads(raw)
+                lines.append(rec)
+                if rec.get("ctl") == "sync":
+                    if self.acking.is_set():
+                        conn.sendall(json.dumps({"ack": rec["id"]}).encode() + b"\n")
+                    else:
+                        self.late.append((conn, rec["id"]))
+
+    def ack_late(self):
+        for conn, n in self.late:
+            conn.sendall(json.dumps({"ack": n}).encode() + b"\n")
+
+    def kill(self):
+        """The supervisor dies: its listening socket and every connection close."""
+        self.srv.close()
+        os.unlink(self.path)
+        for c in self.socks:
+            c.shutdown(socket.SHUT_RDWR)  # a recv in another thread would hold a bare close
+            c.close()
+
+    def records(self, kind=None):
+        return [r for lines in self.conns for r in lines if kind is None or r.get("k") == kind]
+
+
+@pytest.fixture
+def sup(tmp_path):
+    s = Supervisor(str(tmp_path / "s.sock"))
+    yield s
+    s.reading.set()
+
+
+@pytest.fixture
+def make(fresh_guard):
+    made = []
+
+    def new(path, interval=0.02):
+        s = Sender(path, {"ctl": "agent", "pid": 1, "rank": 3}, interval=interval)
+        made.append(s)
+        return s
+
+    yield new
+    for s in made:
+        s._stop.set()
+        s._wake.set()
+
+
+def _series(name, i):
+    return {"v": 1, "k": "series", "t": 1.0, "name": name, "value": float(i), "step": i}
+
+
+def _wait(cond, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_counts_go_out_as_cumulative_dropped_records_at_most_twice_a_second(sup, make):
+    s = make(sup.path)
+    s.count("emit value out of range")
+    assert _wait(lambda: sup.records("dropped"))
+    s.count("emit value out of range", 2)
+    s.count("emit step not an integer")
+    assert _wait(lambda: len(sup.records("dropped")) == 2)
+    first, second = sup.records("dropped")
+    assert first["counts"] == {"emit value out of range": 1}
+    assert second["counts"] == {"emit value out of range": 3, "emit step not an integer": 1}
+    assert second["source"] == "agent" and second["pid"] == os.getpid() and second["rank"] == 3
+    assert second["t"] - first["t"] >= sm.DROP_EVERY - 0.01
+    time.sleep(0.7)  # no change: no new record
+    assert len(sup.records("dropped")) == 2
+
+
+def test_under_pressure_a_series_keeps_its_rate_per_name_and_every_shed_point_is_counted(
+    sup, make, monkeypatch
+):
+    s = make(sup.path, interval=3600)
+    clock = [100.2]
+    monkeypatch.setattr(sm.time, "monotonic", lambda: clock[0])
+    s.shedding = True
+    for i in range(25):
+        s.put(_series("a", i))
+        s.put(_series("b", i))
+    clock[0] = 101.0  # the next second: 10 more of each
+    for i in range(25):
+        s.put(_series("a", i))
+    # by hand: 10 of a and 10 of b kept in second 100, 10 of a in second 101
+    assert len(s.queue) == 30
+    assert s.drops == {sm.SHED: 15 + 15 + 15}
+    s.put({"v": 1, "k": "note", "t": 1.0, "text": "kept"})  # only series are shed
+    s.put_step((1.0, 1, 0, 0, 0))
+    assert len(s.queue) == 32
+
+
+def test_a_full_outbound_buffer_drops_series_first_never_steps(make, tmp_path, monkeypatch):
+    monkeypatch.setattr(sm, "MAX_OUT_BYTES", 20_000)
+    s = make(str(tmp_path / "none.sock"), interval=3600)  # never connects: all stays buffered
+    monkeypatch.setattr(s, "_write", lambda: None)
+    for i in range(2000):  # ~2000 x 70 bytes of series in one flush: more than 20 kB
+        s.put(_series("loss", i))
+    s.put_step((1.0, 1, 0, 0, 0))
+    s.flush()
+    assert not s.queue and s.drops == {sm.FULL: 2000}  # the flush's one series chunk refused
+    # the step, what clocks it (backward.py) and the counts are buffered; the series are not
+    assert [json.loads(d)["k"] for d, _ in s.out.hi] == ["steps", "step_clock", "dropped"]
+    for i in range(100):
+        s.put(_series("loss", i))
+    s.flush()  # a small series chunk fits
+    assert s.drops == {sm.FULL: 2000} and len(s.out.lo) == 1
+
+
+def test_a_paused_supervisor_never_blocks_the_sender_which_keeps_reading_the_queue(sup, make):
+    s = make(sup.path)
+    s.put(_series("first", 0))  # the sender connects when it has something to send
+    assert _wait(lambda: sup.records("series"))
+    sup.reading.clear()  # the supervisor stops reading (SIGSTOP)
+    sent = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 2.0:  # ~2 s of a flood: far more than the socket buffer
+        for _ in range(2000):
+            s.put(_series(f"s{sent % 3000}", sent))
+            sent += 1
+
+        s.put_step((time.time(), sent, 0, 0, 0))
+        time.sleep(0.001)
+    assert _wait(lambda: len(s.queue) < 1000, 2.0)  # the thread goes on reading the queue
+    t = time.monotonic()
+    assert s.flush() is True
+    assert time.monotonic() - t < 0.5  # a flush from the training side never waits
+    assert s.drops.get(sm.SHED, 0) > 0
+    sup.reading.set()
+    s.close()
+    got = len(sup.records("series"))
+    last = sup.records("dropped")[-1]["counts"]
+    assert got + sum(last.values()) == sent + 1  # and the first one  # nothing unaccounted
+
+
+def test_a_failed_socket_is_counted_and_the_sender_reconnects_with_its_hello(sup, make, tmp_path):
+    stopped = []
+    s = make(sup.path)
+    s.on_stop = lambda: stopped.append(True)
+    s.put(_series("a", 1))
+    assert _wait(lambda: sup.records("series"))
+    path = sup.path
+    sup.kill()
+    s.put(_series("a", 2))  # written into a dead connection, or refused at connect
+    assert _wait(lambda: s.drops.get(sm.GONE, 0) >= 1, 3.0)
+    again = Supervisor(path)  # a new supervisor at the same path
+    s.put(_series("a", 3))
+    assert _wait(lambda: again.records("series"), 6.0)
+    assert again.conns[0][0] == {"ctl": "agent", "pid": 1, "rank": 3}  # hello first
+    assert s.alive and not stopped and not guard.is_off("sender")
+
+
+def test_reconnect_backoff_doubles_from_a_tenth_of_a_second_to_five(make, tmp_path):
+    s = make(str(tmp_path / "nobody.sock"), interval=3600)
+    waits = []
+    for _ in range(9):
+        s.put(_series("a", 1))
+        s._retry_at = 0.0  # as if the backoff had passed
+        before = time.monotonic()
+        s.flush()
+        waits.append(round(s._retry_at - before, 1))
+    assert waits == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
+    assert s.drops == {sm.GONE: 9} and s.alive
+
+
+def test_a_sync_timeout_returns_false_leaves_the_sender_on_and_a_late_ack_is_taken(sup, make):
+    s = make(sup.path)
+    assert s.sync(timeout=2.0) is True
+    sup.acking.clear()  # a paused supervisor: no answer in time
+    t = time.monotonic()
+    assert s.sync(timeout=0.3) is False
+    assert time.monotonic() - t < 0.6 and s.alive
+    sup.acking.set()
+    sup.ack_late()  # the first one's ack arrives late, before the next sync's
+    assert s.sync(timeout=2.0) is True and s.alive
+
+
+def test_retarget_counts_what_it_drops_as_supervisor_gone(sup, make, tmp_path):
+    s = make(str(tmp_path / "old.sock"), interval=3600)
+    for i in range(5):
+        s.put(_series("a", i))
+    s.put_step((1.0, 1, 0, 0, 0))
+    s.put_step((1.1, 2, 0, 0, 0))
+    # 5 series, 2 steps and the step_clock record of the first step (backward.py) dropped,
+    # counted for the new run
+    s.retarget(sup.path)
+    assert s.drops == {sm.GONE: 8}
+    s.put(_series("b", 1))
+    assert s.sync(timeout=2.0)
+    assert [r["name"] for r in sup.records("series")] == ["b"]
+    assert sup.records("dropped")[-1]["counts"] == {sm.GONE: 8}
+
+
+def test_close_under_a_paused_supervisor_takes_about_a_second_and_says_what_was_not_sent(
+    sup, make, capsys
+):
+    s = make(sup.path)
+    s.put(_series("first", 0))  # the sender connects when it has something to send
+    assert _wait(lambda: sup.records("series"))
+    sup.reading.clear()
+    for i in range(200_000):
+        s.put(_series(f"n{i % 500}", i))
+    t = time.monotonic()
+    s.close()
+    took = time.monotonic() - t
+    assert took < sm.CLOSE_DEADLINE_S + 0.2, took
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "records were not sent to the supervisor" in err[0], err
+    assert s.drops.get(sm.UNSENT, 0) > 0
+
+
+def test_close_sends_everything_and_the_final_dropped_record_within_the_deadline(sup, make):
+    s = make(sup.path, interval=3600)
+    for i in range(1000):
+        s.put(_series("x", i))
+    s.count("emit value out of range")
+    s.close()
+    assert _wait(lambda: sup.records("dropped"))
+    assert len(sup.records("series")) == 1000
+    assert sup.records("dropped")[-1]["counts"] == {"emit value out of range": 1}
