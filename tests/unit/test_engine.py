@@ -128,7 +128,10 @@ def test_replay_skips_malformed_lines_and_says_how_many():
     ]
     snap = replay(lines).snapshot()
     assert snap["step"] == 1
-    assert "replay skipped 1 malformed line(s)" in snap["notes"]
+    assert "replay skipped 1 line(s) (1 not JSON)" in snap["notes"]
+    assert snap["log"] == {"skipped": 1, "by": {"not JSON": 1}, "cut": False,
+                           "text": "replay skipped 1 line(s) (1 not JSON)"}  # fmt: skip
+    assert snap["run"]["state"] == "ended"  # no run_end: ended without a close
 
 
 def test_a_known_gpu_gives_mfu_from_its_dense_bf16_row_and_says_if_verified():

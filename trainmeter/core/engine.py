@@ -158,6 +158,7 @@ class Engine:
         self.refused_ranks = 0  # step records of ranks past MAX_RANKS or out of range
         self.bad_counts = 0  # steps, tokens, samples outside [0, 2**53)
         self.drops = Drops()  # what was dropped on the way to the log (core/drops.py)
+        self.log_read: dict[str, Any] | None = None  # replay: what the log reader skipped
         self._handlers = {  # record kind -> fold (a dict: apply runs for every record)
             name[4:]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
         }
@@ -219,6 +220,14 @@ class Engine:
         self._close_segment(rec["t"])
         self.run.update(state=_END_STATE.get(rec["status"], "finished"), ended=rec["t"])
         self.run["exit_code"] = rec.get("exit_code")
+
+    def end_unclosed(self) -> None:
+        """The log ended without ``run_end`` (a killed supervisor, a cut log): state ``ended``,
+        ``state_text`` "ended without a close (supervisor stopped at HH:MM:SS)", the local
+        time of the newest record; the open segment closes there."""
+        t = self.last_t
+        self._close_segment(t)
+        self.run.update(state="ended", ended=t, state_text=unclosed_text(t))
 
     def _on_agent_hello(self, rec: dict) -> None:
         world = rec["world_size"]
@@ -519,6 +528,7 @@ class Engine:
             ),
             "process": dict(self.process) if self.process is not None else None,
             "dropped": dropped,
+            "log": dict(self.log_read) if self.log_read is not None else None,
         }
 
     def _time_split(self, elapsed: float) -> dict[str, float] | None:
@@ -692,6 +702,18 @@ class Engine:
         return [clip(n, MAX_NOTE) for n in out]
 
 
+def unclosed_text(t: float) -> str:
+    """``"ended without a close (supervisor stopped at 14:03:27)"``: ``t`` (s since the epoch)
+    in local time."""
+    import time
+
+    try:
+        hms = time.strftime("%H:%M:%S", time.localtime(t))
+    except (OverflowError, OSError, ValueError):  # a time beyond what the C library takes
+        hms = "an unknown time"
+    return f"ended without a close (supervisor stopped at {hms})"
+
+
 def _positive(value: Any) -> float | None:
     """``value`` as a float when it is a finite number > 0, else None."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -781,22 +803,49 @@ def _mfu(rate, fpt: dict, gpus: int, peak) -> dict[str, float | None] | None:
     return {k: metrics.mfu(rate, v, gpus, peak.flops) for k, v in fpt.items()}
 
 
-def replay(lines) -> Engine:
-    """Fold an iterable of record lines (bytes or str) into a fresh :class:`Engine`.
+STALE_S = 30.0  # a live supervisor writes a gpu record every second: older than this, it stopped
 
-    Malformed lines are skipped and counted in a note, never fatal: a run log cut short by a
-    crash still replays up to its last whole line.
+
+def replay(lines, now: float | None = None) -> Engine:
+    """Fold a run log into a fresh :class:`Engine`, never raising on what the log holds.
+
+    Args:
+        lines: a path to ``run.jsonl`` or an iterable of its lines (bytes or str), read by
+            :class:`trainmeter.core.logread.LogReader` (bad lines skipped and counted by kind
+            and reason, repeated lines found by their ``n``, a cut last line counted).
+        now: wall-clock seconds, for a log that may still be written (``tm ls``): a run
+            without ``run_end`` whose newest record is less than ``STALE_S`` old is running.
+            None: the log is whole, so a run without ``run_end`` ended without a close.
+    Returns:
+        The engine; its snapshot's ``log`` says what was skipped, and a note says it too.
+    Raises:
+        OSError: ``lines`` is a path that cannot be read.
     """
-    from trainmeter.core.records import RecordError, decode
+    from trainmeter.core.logread import LogReader
 
-    eng, bad = Engine(), 0
-    for line in lines:
-        if not line.strip():
-            continue
+    eng, reader = Engine(), LogReader(lines)
+    for rec in reader:
         try:
-            eng.apply(decode(line))
-        except RecordError:
-            bad += 1
-    if bad:
-        eng.note(f"replay skipped {bad} malformed line(s)")
+            eng.apply(rec)
+        except Exception as exc:  # a validated record never should: count it, go on
+            reader.count(rec["k"], f"apply failed: {type(exc).__name__}")
+    eng.log_read = _log_read(reader)
+    if eng.log_read is not None:
+        eng.note(eng.log_read["text"])
+    unclosed = eng.run["state"] in ("running", "idle") and eng.last_t is not None
+    if unclosed and (now is None or now - eng.last_t > STALE_S):
+        eng.end_unclosed()
     return eng
+
+
+def _log_read(reader) -> dict[str, Any] | None:
+    """The snapshot's ``log``: ``{"skipped", "by", "cut", "text"}``; None when every line read."""
+    total = reader.total_skipped()
+    if not total:
+        return None
+    by = reader.by_reason()
+    why = ", ".join(f"{n:,} {r}" for r, n in list(by.items())[:3])
+    if len(by) > 3:
+        why += f", {len(by) - 3} more"
+    return {"skipped": total, "by": dict(list(by.items())[:32]), "cut": reader.cut,
+            "text": f"replay skipped {total:,} line(s) ({why})"}  # fmt: skip

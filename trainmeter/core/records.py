@@ -91,7 +91,9 @@ MAX_SPAN_KIND = 32  # characters of a span kind
 MAX_DROP_REASONS = 32  # reasons in one dropped record
 MAX_DROP_REASON = 120  # characters of a reason
 
-RUN_STATES = ("running", "finished", "failed", "interrupted", "idle")
+# "ended": the log has no run_end (the supervisor stopped without closing it); the snapshot's
+# run.state_text then says so in words (engine.Engine.end_unclosed)
+RUN_STATES = ("running", "finished", "failed", "interrupted", "idle", "ended")
 SEGMENT_STATUSES = ("ok", "error", "interrupted")
 
 

@@ -17,7 +17,7 @@ def summary_line(snap: dict[str, Any]) -> str:
     run = snap.get("run") or {}
     conv = snap.get("convention") or "?"
     fpt = (snap.get("flops_per_token") or {}).get(conv)
-    state = run.get("state", "idle")
+    state = state_text(run)
     if run.get("exit_code"):
         state += f" (exit {run['exit_code']})"
     process = snap.get("process")
@@ -43,8 +43,15 @@ def summary_line(snap: dict[str, Any]) -> str:
     return " · ".join([*parts, *_tail(snap, run)])
 
 
+def state_text(run: dict[str, Any]) -> str:
+    """The run's state in words: ``state_text`` when the engine gave one ("ended without a
+    close (supervisor stopped at 14:03:27)"), else ``state`` ("finished", "running", ...)."""
+    text = run.get("state_text")
+    return text if isinstance(text, str) and text else str(run.get("state") or "idle")
+
+
 def _tail(snap: dict[str, Any], run: dict[str, Any]) -> list[str]:
     """The elapsed time and, when known, the log's path."""
     log = [f"log {run['log']}"] if run.get("log") else []
-    dropped = drop_text(snap.get("dropped"))
-    return [format_duration(snap.get("elapsed_s")), *([dropped] if dropped else []), *log]
+    said = [drop_text(snap.get("dropped")), (snap.get("log") or {}).get("text")]
+    return [format_duration(snap.get("elapsed_s")), *(s for s in said if s), *log]

@@ -1,0 +1,127 @@
+"""core/logread.py: the one reader of a run log skips and counts what it cannot use, never
+raising, and replay says what it skipped."""
+
+import json
+
+import pytest
+
+from trainmeter.core import logread
+from trainmeter.core.engine import replay
+from trainmeter.core.records import RecordError
+from trainmeter.core.summary import summary_line
+
+T0 = 1_700_000_000.0
+
+
+def _line(rec, n=None):
+    rec = {"v": 1, "t": T0, **rec}
+    if n is not None:
+        rec["n"] = n
+    return (json.dumps(rec) + "\n").encode()
+
+
+START = {"k": "run_start", "id": "r1", "name": "demo", "argv": ["x.py"], "version": "1"}
+
+
+def _step(i):
+    return {"k": "step", "t": T0 + i, "step": i, "rank": 0, "tokens": 100, "samples": 1}
+
+
+def _log(n_steps=3, numbered=True, end=True):
+    recs = [START, *(_step(i) for i in range(1, n_steps + 1))]
+    if end:
+        recs.append({"k": "run_end", "t": T0 + n_steps + 1, "status": "ok", "exit_code": 0})
+    return [_line(r, i + 1 if numbered else None) for i, r in enumerate(recs)]
+
+
+def test_a_clean_log_reads_whole_with_nothing_counted():
+    recs, reader = logread.read(_log())
+    assert [r["k"] for r in recs] == ["run_start", "step", "step", "step", "run_end"]
+    assert reader.skipped == {} and not reader.cut and reader.numbered
+
+
+def test_deep_json_is_refused_before_it_is_parsed():
+    deep = b'{"v":1,"k":"note","t":1,"text":' + b"[" * 10_000 + b"]" * 10_000 + b"}\n"
+    assert logread.too_deep(deep)
+    assert not logread.too_deep(b'{"text": "' + b"[" * 500 + b'"}')  # brackets in a string
+    with pytest.raises(RecordError, match="nested deeper than 64"):
+        logread.parse(deep)
+    _, reader = logread.read([*_log(), deep])
+    assert reader.skipped == {("note", "JSON nested deeper than 64"): 1}
+
+
+@pytest.mark.parametrize("token", [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400"])
+def test_nan_infinity_and_numbers_beyond_a_float_are_refused(token):
+    with pytest.raises(RecordError, match="not JSON"):
+        logread.parse(b'{"v":1,"k":"series","t":1,"name":"x","value":' + token + b"}")
+
+
+def test_a_long_line_is_skipped_while_read_and_counted(tmp_path):
+    path = tmp_path / "run.jsonl"
+    big = b'{"v":1,"k":"note","t":1,"text":"' + b"a" * (2 * logread.MAX_LINE) + b'"}\n'
+    path.write_bytes(b"".join([_log()[0], big, *_log()[1:]]))
+    recs, reader = logread.read(path)
+    assert len(recs) == 5
+    assert reader.skipped == {("line", "line over 1 MiB"): 1}
+
+
+def test_invalid_utf8_and_bad_records_are_counted_by_kind_and_reason():
+    lines = _log()
+    lines.insert(1, b'{"v":1,"k":"note","t":1,"text":"\xff"}\n')
+    lines.insert(1, _line({**START, "opts": [1, 2]}))
+    _, reader = logread.read(lines)
+    assert reader.skipped[("note", "not UTF-8")] == 1  # the kind read from the line's head
+    assert reader.skipped[("run_start", "run_start: 'opts' must be an object")] == 1
+
+
+def test_duplicated_lines_are_skipped_and_counted_and_tokens_are_not_double_counted():
+    lines = _log()
+    doubled = [lines[0], lines[1], lines[1], lines[2], lines[2], *lines[3:]]
+    eng = replay(doubled)
+    snap = eng.snapshot()
+    assert snap["tokens"] == 300  # 3 steps x 100 tokens, by hand: the repeats not counted
+    assert snap["log"]["by"] == {"step: duplicate line": 2}
+    assert "replay skipped 2 line(s) (2 step: duplicate line)" in summary_line(snap)
+
+
+def test_missing_lines_are_counted_by_the_gap_in_n():
+    lines = _log(5)
+    del lines[2:4]  # n = 3 and 4
+    snap = replay(lines).snapshot()
+    assert snap["log"]["by"] == {"missing lines": 2}
+    assert snap["step"] == 5
+
+
+def test_a_log_without_n_replays_as_before():
+    snap = replay(_log(numbered=False)).snapshot()
+    assert snap["log"] is None and snap["tokens"] == 300 and snap["run"]["state"] == "finished"
+    twice = _log(numbered=False)
+    snap = replay([*twice, *twice[1:2]]).snapshot()  # no n: a repeat cannot be told
+    assert snap["tokens"] == 400
+
+
+def test_a_log_cut_mid_line_says_ended_without_a_close():
+    data = b"".join(_log(4, end=False))
+    cut = data[: len(data) - 20]
+    snap = replay(cut.splitlines(keepends=True)).snapshot()
+    assert snap["step"] == 3
+    assert snap["log"]["cut"] is True and snap["log"]["by"] == {"last line cut short": 1}
+    run = snap["run"]
+    assert run["state"] == "ended"
+    assert run["state_text"].startswith("ended without a close (supervisor stopped at ")
+    import time
+
+    hms = time.strftime("%H:%M:%S", time.localtime(T0 + 3))  # the last whole record's time
+    assert run["state_text"] == f"ended without a close (supervisor stopped at {hms})"
+    assert summary_line(snap).startswith(f"trainmeter: {run['state_text']} · 3 steps")
+
+
+def test_a_log_still_being_written_is_running_when_its_last_record_is_recent():
+    lines = _log(2, end=False)
+    assert replay(lines, now=T0 + 10).snapshot()["run"]["state"] == "running"
+    assert replay(lines, now=T0 + 100).snapshot()["run"]["state"] == "ended"  # 98 s > STALE_S
+
+
+def test_an_unreadable_path_raises_oserror(tmp_path):
+    with pytest.raises(OSError):
+        logread.read(tmp_path / "nope.jsonl")

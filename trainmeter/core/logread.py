@@ -1,0 +1,253 @@
+"""The one reader of a run log (``run.jsonl``): lines in, validated records out, never raising.
+
+A run log is written by one supervisor (``supervisor/store.RunLog``), one JSON record a line,
+each stamped ``"n"``: 1, 2, 3, ... in its file. What may be in it anyway: a line cut by a
+crash or a full disk, lines a same-user process added, a file copied twice together. Every
+command that reads a log (``tm replay``, ``tm ls``, ``tm passport``, ``tm export``, ``tm
+view``, ``tm merge``, the notebook's replay) reads it here, so each bad line is skipped and
+counted the same way, by ``(kind, reason)``, and said (docs/reliability.md).
+
+Limits (why): a line longer than :data:`MAX_LINE` bytes is skipped while it is read, never
+held whole (no record is near it: a ``gpu`` record of 16 GPUs is about 8 KiB); JSON nested
+deeper than :data:`MAX_DEPTH` is refused by a bracket count before it is parsed (Python's
+parser recurses and would raise RecursionError); NaN, Infinity and numbers beyond a float
+(``1e400``) are refused; each record passes :func:`trainmeter.core.records.validate`.
+
+Sequence numbers: a line whose ``n`` was already seen is a repeat ("duplicate line", skipped);
+numbers skipped over are counted as "missing lines". A log without any ``n`` (written before
+trainmeter stamped them) reads exactly as before. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
+from os import PathLike
+from typing import IO, Any
+
+from trainmeter.core.records import RecordError, validate
+
+MAX_LINE = 1 << 20  # bytes of one line (1 MiB)
+MAX_DEPTH = 64  # nesting of JSON arrays and objects in one line (records use 3)
+MAX_HOLES = 100_000  # line numbers remembered as missing (a later line may fill one)
+DUPLICATE = "duplicate line"
+MISSING = "missing lines"
+CUT = "last line cut short"
+_NONE = object()
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError(f"{text[:20]} is beyond a float")
+    return x
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+
+
+def too_deep(line: bytes, limit: int = MAX_DEPTH) -> bool:
+    """True when ``line``'s arrays and objects nest deeper than ``limit`` (brackets inside
+    strings do not count). Cheap: a line with at most ``limit`` opening brackets is never
+    scanned."""
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return False
+    depth = 0
+    for m in _BRACKET.finditer(_STRING.sub(b"", line)):
+        depth += 1 if m.group() in (b"[", b"{") else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def parse(line: bytes | str) -> dict[str, Any]:
+    """One log line as a validated record.
+
+    Raises:
+        RecordError: too long, too deep, not UTF-8, not JSON (NaN, Infinity and ``1e400``
+            included), or not a valid record (the message is the reason counted).
+    """
+    raw = line.encode("utf-8", "surrogatepass") if isinstance(line, str) else bytes(line)
+    if len(raw) > MAX_LINE + 1:  # the newline not counted
+        raise RecordError(f"line over {MAX_LINE >> 20} MiB")
+    if too_deep(raw):
+        raise RecordError(f"JSON nested deeper than {MAX_DEPTH}")
+    try:
+        rec = _DECODER.decode(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecordError("not UTF-8") from None
+    except (ValueError, RecursionError):
+        raise RecordError("not JSON") from None
+    return validate(rec)
+
+
+def _reason(exc: RecordError) -> str:
+    """A short, bounded reason: the message up to its first quoted value."""
+    text = str(exc)
+    return text[:100]
+
+
+class LogReader:
+    """Read one run log; iterate for its valid records, then read the counts.
+
+    Args:
+        source: a path (opened here) or an iterable of lines (bytes or str), such as an open
+            binary file.
+    Attributes:
+        skipped: ``{(kind, reason): lines}``; kind is the record's ``k`` when it could be read,
+            else ``"line"``.
+        lines: non-blank lines read; ``records``: lines yielded.
+        cut: True when the last line had no newline and did not parse (a write cut short).
+        numbered: True when any record carried ``n``.
+        last_t: the newest ``t`` of a yielded record (None: none).
+    Raises:
+        OSError: when iterated, a path that cannot be opened or read.
+    """
+
+    def __init__(self, source: str | PathLike | Iterable[bytes | str]) -> None:
+        self.source = source
+        self.skipped: dict[tuple[str, str], int] = {}
+        self.lines = 0
+        self.records = 0
+        self.cut = False
+        self.numbered = False
+        self.last_t: float | None = None
+        self._high = 0  # the largest n seen
+        self._holes: set[int] = set()
+        self._first: bytes | None = None  # the line stamped n=1 (a reopened log restarts n)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if isinstance(self.source, (str, PathLike)):
+            with open(self.source, "rb") as f:
+                yield from self._read(_bounded_lines(f))
+        else:
+            yield from self._read(_checked_lines(self.source))
+
+    def _read(self, lines: Iterable[bytes | str | None]) -> Iterator[dict[str, Any]]:
+        prev: Any = _NONE  # one line behind: the last line is read knowing it is the last
+        for line in lines:
+            if prev is not _NONE:
+                rec = self._one(prev, last=False)
+                if rec is not None:
+                    yield rec
+            prev = line
+        if prev is not _NONE:
+            rec = self._one(prev, last=True)
+            if rec is not None:
+                yield rec
+
+    def _one(self, line: bytes | str | None, last: bool) -> dict[str, Any] | None:
+        if line is None:  # a line over MAX_LINE, skipped while read
+            self.lines += 1
+            self.count("line", f"line over {MAX_LINE >> 20} MiB")
+            return None
+        if not line.strip():
+            return None
+        self.lines += 1
+        try:
+            rec = parse(line)
+        except RecordError as exc:
+            ended = line.endswith(b"\n" if isinstance(line, bytes) else "\n")
+            if last and not ended:
+                self.cut = True
+                self.count("line", CUT)
+            else:
+                self.count(_kind_of(line), _reason(exc))
+            return None
+        if not self._in_sequence(rec, line):
+            self.count(rec["k"], DUPLICATE)
+            return None
+        self.records += 1
+        if self.last_t is None or rec["t"] > self.last_t:
+            self.last_t = rec["t"]
+        return rec
+
+    def _in_sequence(self, rec: dict[str, Any], line: bytes | str) -> bool:
+        """False for a line whose ``n`` was seen already; counts numbers skipped over."""
+        n = rec.get("n")
+        if n is None:
+            return True
+        self.numbered = True
+        if n == 1:
+            raw = (
+                line.strip() if isinstance(line, bytes) else line.strip().encode("utf-8", "replace")
+            )
+            if self._first is None or (raw != self._first and self._high > 1):
+                self._first, self._high = raw, 1  # a new writer started this file over
+                self._holes.clear()
+                return True
+        if n > self._high:
+            gap = n - self._high - 1
+            if gap:
+                self.count("line", MISSING, gap)
+                if len(self._holes) + gap <= MAX_HOLES:
+                    self._holes.update(range(self._high + 1, n))
+            self._high = n
+            return True
+        if n in self._holes:  # a line out of order fills its place
+            self._holes.discard(n)
+            self.count("line", MISSING, -1)
+            return True
+        return False
+
+    def count(self, kind: str, reason: str, n: int = 1) -> None:
+        key = (kind, reason)
+        total = self.skipped.get(key, 0) + n
+        if total > 0:
+            self.skipped[key] = total
+        else:
+            self.skipped.pop(key, None)
+
+    def by_reason(self) -> dict[str, int]:
+        """``{"<kind>: <reason>": lines}``, largest first (kind "line": not a readable record)."""
+        out = {f"{k}: {r}" if k != "line" else r: n for (k, r), n in self.skipped.items()}
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def total_skipped(self) -> int:
+        """Lines skipped, the missing ones included."""
+        return sum(self.skipped.values())
+
+
+def _kind_of(line: bytes | str) -> str:
+    """The ``k`` a bad line claims, when it says one plainly (else "line")."""
+    head = line[:200] if isinstance(line, str) else line[:200].decode("utf-8", "replace")
+    m = re.search(r'"k"\s*:\s*"([a-z_]{1,20})"', head)
+    return m.group(1) if m else "line"
+
+
+def _bounded_lines(f: IO[bytes]) -> Iterator[bytes | None]:
+    """``f``'s lines; ``None`` for each line over ``MAX_LINE`` (read past in pieces, never
+    held whole)."""
+    while True:
+        line = f.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) <= MAX_LINE or (line.endswith(b"\n") and len(line) == MAX_LINE + 1):
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):
+            line = f.readline(MAX_LINE)
+        yield None
+
+
+def _checked_lines(lines: Iterable[bytes | str]) -> Iterator[bytes | str | None]:
+    for line in lines:
+        yield None if len(line) > MAX_LINE + 1 else line
+
+
+def read(source: str | PathLike | Iterable[bytes | str]) -> tuple[list[dict[str, Any]], LogReader]:
+    """``(records, reader)``: every valid record of a log, in order, and the reader's counts.
+
+    Raises:
+        OSError: ``source`` is a path that cannot be opened or read.
+    """
+    reader = LogReader(source)
+    return list(reader), reader
