@@ -264,22 +264,55 @@ def _replay(argv: list[str]) -> int:
 
     try:
         folder = find_run(args.run, args.dir)
-    except FileNotFoundError as exc:
-        print(f"tm: {exc}", file=sys.stderr)
+        log = folder / "run.jsonl"
+        # bad lines skipped and counted (core/logread.py); no run_end and nothing written for
+        # 30 s: "ended without a close"
+        snap = replay(log, now=time.time()).snapshot()
+    except OSError as exc:  # FileNotFoundError: no such run; else the log is unreadable
+        print(f"tm: {_os_error(exc)}", file=sys.stderr)
         return 1
-    log = folder / "run.jsonl"
-    with open(log, "rb") as f:
-        snap = replay(f).snapshot()
     snap["run"]["log"] = str(log)
     print(json.dumps(snap, indent=2, sort_keys=True) if args.json else summary_line(snap))
     return 0
+
+
+def _os_error(exc: OSError) -> str:
+    """One line for a run or log that cannot be read."""
+    if exc.filename is not None and exc.strerror:
+        return f"cannot read {exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
+def ls_row(folder: Path, now: float | None = None) -> str:
+    """One ``tm ls`` line for a run folder: id, name, start (local), time, steps, state.
+
+    The log is replayed as :func:`trainmeter.core.engine.replay` reads it (bad lines skipped);
+    ``now`` (s since the epoch, default the clock) tells a run still being written from one
+    whose supervisor stopped without closing it.
+
+    Raises:
+        OSError: the log cannot be read.
+    """
+    from trainmeter.core.engine import replay
+    from trainmeter.core.summary import state_text
+
+    snap = replay(folder / "run.jsonl", now=time.time() if now is None else now).snapshot()
+    run = snap["run"]
+    try:
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.get("started") or 0))
+    except (OverflowError, OSError, ValueError):  # a start time beyond the C library's
+        started = "?"
+    took = format_duration(snap.get("elapsed_s"))
+    name = str(run.get("name", "?"))
+    skipped = f"  ({snap['log']['text']})" if snap.get("log") else ""
+    return (f"{folder.name}  {name:<20} {started}  {took:>10}  {snap['step']:>7} steps  "
+            f"{state_text(run)}{skipped}")  # fmt: skip
 
 
 def _ls(argv: list[str]) -> int:
     p = _Parser(prog="tm ls", description="List runs, oldest first.")
     run_arguments(p, run=False)
     args = p.parse_args(argv)
-    from trainmeter.core.engine import replay
     from trainmeter.supervisor.store import run_folders, runs_dir
 
     base = runs_dir(args.dir)
@@ -287,17 +320,14 @@ def _ls(argv: list[str]) -> int:
     if not folders:
         print(f"no runs under {base.resolve()}")
         return 0
+    failed = 0
     for d in folders:
-        with open(d / "run.jsonl", "rb") as f:
-            snap = replay(f).snapshot()
-        run = snap["run"]
-        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.get("started", 0)))
-        took = format_duration(snap.get("elapsed_s"))
-        name = run.get("name", "?")
-        print(
-            f"{d.name}  {name:<20} {started}  {took:>10}  {snap['step']:>7} steps  {run['state']}"
-        )
-    return 0
+        try:
+            print(ls_row(d))
+        except OSError as exc:  # one unreadable log: say so, list the others
+            failed += 1
+            print(f"tm: {_os_error(exc)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 UNKNOWN_PEAK = "unknown: declare one with --peak"

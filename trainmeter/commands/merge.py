@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainmeter.core import records
+from trainmeter.core import logread, records
 from trainmeter.core.engine import replay
 from trainmeter.core.summary import summary_line
 from trainmeter.supervisor.store import RunLog, find_run, new_run_id
@@ -73,15 +73,8 @@ def read_node(folder: Path) -> NodeRun:
     Raises:
         MergeError: the log has no ``run_start`` (not a trainmeter run log).
     """
-    recs, bad = [], 0
-    with open(folder / "run.jsonl", "rb") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                recs.append(records.decode(line))
-            except records.RecordError:
-                bad += 1
+    recs, reader = logread.read(folder / "run.jsonl")  # bad lines skipped and counted
+    bad = reader.total_skipped()
     start = next((r for r in recs if r["k"] == "run_start"), None)
     if start is None:
         raise MergeError(f"{folder}: no run_start record (not a trainmeter run log)")
@@ -199,7 +192,7 @@ def _node_stream(node: NodeRun, offset: int, first: bool) -> Iterator[dict[str, 
         kind = rec["k"]
         if kind in _FOLDED or (kind in _SEGMENTS and not first):
             continue  # notebook segments: the step clock's node's only
-        rec = {**rec, "node": node.label}
+        rec = {**{k: v for k, v in rec.items() if k != "n"}, "node": node.label}  # n: restamped
         if kind == "gpu":
             rec["gpus"] = [_moved(s, offset, node.label) for s in rec["gpus"]]
         yield rec
@@ -305,8 +298,11 @@ def main(argv: list[str]) -> int:
         return 1
     for w in warnings:
         print(f"tm merge: warning: {w}", file=sys.stderr)
-    with open(out / "run.jsonl", "rb") as f:
-        snap = replay(f).snapshot()
+    try:
+        snap = replay(out / "run.jsonl").snapshot()
+    except OSError as exc:
+        print(f"tm merge: cannot read {out / 'run.jsonl'}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     snap["run"]["log"] = str(out / "run.jsonl")
     print(f"merged {len(folders)} runs into {out}")
     print(summary_line(snap))

@@ -168,15 +168,22 @@ def serve_page(folder: Path, port: int | None, browser: bool) -> int:
     from trainmeter.jupyter.replay import load
     from trainmeter.web.server import WebServer
 
-    done = load(folder)
+    try:
+        done = load(folder)  # bad lines skipped and counted (core/logread.py)
+    except OSError as exc:
+        print(f"tm: cannot read {folder / 'run.jsonl'}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     try:
         web = WebServer(done, DEFAULT_PORT if port is None else port).start()
     except OSError as exc:
         print(f"tm: no dashboard page: {exc.strerror or exc}", file=sys.stderr)
         return 1
     print(f"[trainmeter] run {folder.name} · dashboard {web.url}", flush=True)
-    if done.snapshot["run"].get("state") in ("idle", "running"):
+    run = done.snapshot["run"]
+    if run.get("state") in ("idle", "running"):
         print("[trainmeter] this run has not ended: the page shows its log so far, not live")
+    elif run.get("state") == "ended":  # no run_end: the supervisor stopped without a close
+        print(f"[trainmeter] this run {run.get('state_text')}: the page shows its log up to then")
     _browse(web.url, browser)
     print("[trainmeter] serving until Ctrl-C", flush=True)
     try:

@@ -227,7 +227,7 @@ class Engine:
         time of the newest record; the open segment closes there."""
         t = self.last_t
         self._close_segment(t)
-        self.run.update(state="ended", ended=t, state_text=unclosed_text(t))
+        self.run.update(state="ended", state_text=unclosed_text(t))  # no "ended": no run_end
 
     def _on_agent_hello(self, rec: dict) -> None:
         world = rec["world_size"]

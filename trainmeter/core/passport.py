@@ -58,7 +58,8 @@ def build(snap: dict[str, Any], *, version: str | None = None) -> dict[str, Any]
     run = _dict(snap.get("run"))
     out: dict[str, Any] = {
         "passport": PASSPORT_VERSION,
-        "run": {k: run.get(k) for k in ("id", "name", "state", "exit_code")},
+        "run": {k: run.get(k) for k in ("id", "name", "state", "exit_code")}
+        | _unclosed(run, _dict(snap.get("log"))),
         "trainmeter_version": _known(
             run.get("version"), why, "trainmeter_version", "not in the run log's run_start record"
         ),
@@ -347,9 +348,24 @@ def _big(n: Any) -> str:
     return f"{_count(n)} ({format_si(n)})" if _num(n) and abs(n) >= 1e6 else _count(n)
 
 
+def _unclosed(run: dict, log: dict) -> dict[str, str]:
+    """What a replay could not know, when it says so: ``state_text`` ("ended without a close
+    (supervisor stopped at 14:03:27)") and ``log_skipped`` ("replay skipped 3 line(s) (...)")."""
+    out = {}
+    if isinstance(run.get("state_text"), str):
+        out["state_text"] = run["state_text"]
+    if isinstance(log.get("text"), str):
+        out["log_skipped"] = log["text"]
+    return out
+
+
 def _state(run: dict) -> str:
     code = run.get("exit_code")
-    return f"{run.get('state') or 'unknown'}" + (f" (exit code {code})" if code is not None else "")
+    text = run.get("state_text") if isinstance(run.get("state_text"), str) else None
+    state = f"{text or run.get('state') or 'unknown'}"
+    state += f" (exit code {code})" if code is not None else ""
+    skipped = run.get("log_skipped")
+    return state + (f"; {skipped}" if isinstance(skipped, str) else "")
 
 
 def _model_md(m: Any, why: dict) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,9 @@ def rebuild(folder: Path, version: str = __version__) -> dict[str, Any]:
 
     Raises: OSError when the log cannot be read.
     """
-    with open(folder / "run.jsonl", "rb") as f:
-        snap = replay(f).snapshot()
+    # bad lines skipped and counted (core/logread.py); a log written in the last 30 s is a
+    # live run's (running), any other without run_end "ended without a close"
+    snap = replay(folder / "run.jsonl", now=time.time()).snapshot()
     return passport.build(snap, version=version)
 
 
@@ -57,6 +59,6 @@ def load(folder: Path) -> tuple[dict[str, Any], bool]:
         p = json.loads((folder / PASSPORT_JSON).read_text(encoding="utf-8"))
         if isinstance(p, dict) and p.get("passport") == passport.PASSPORT_VERSION:
             return p, False
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # unreadable or not ours: rebuild it
         pass
     return rebuild(folder), True

@@ -26,7 +26,7 @@ from typing import Any
 
 from trainmeter.core import metrics
 from trainmeter.core.engine import MAX_COUNT, Engine
-from trainmeter.core.records import RecordError, decode
+from trainmeter.core.logread import LogReader
 from trainmeter.core.timeline import Timeline
 
 STEP, TIME = "step", "time"  # what a series is charted against
@@ -87,13 +87,7 @@ def iter_points(lines: Iterable[bytes | str], passport: dict[str, Any]) -> Itera
     eng.timeline = _Tap(charted)  # the engine's own chart points come out here
     mfu = mfu_inputs(passport)
     start = None
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            rec = decode(line)
-        except RecordError:
-            continue
+    for rec in LogReader(lines):  # bad lines skipped, as replay skips them (core/logread.py)
         eng.apply(rec)
         if start is None:
             start = eng.run.get("started", rec["t"])

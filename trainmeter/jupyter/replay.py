@@ -20,12 +20,13 @@ Nothing here imports anywidget or IPython until :func:`show_run` is called, so `
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainmeter.core.engine import replay
-from trainmeter.core.records import RecordError, decode
+from trainmeter.core.logread import LogReader
 from trainmeter.supervisor.store import find_run
 
 LOG = "run.jsonl"
@@ -76,8 +77,9 @@ def load(run: str | Path | None = None, dir: str | Path | None = None) -> Replay
     """
     folder = find_run(str(run) if run is not None else None, dir)
     log = folder / LOG
-    with open(log, "rb") as f:
-        eng = replay(f)
+    # bad lines skipped and counted (core/logread.py); a log written in the last 30 s is a
+    # live run's, any other without run_end "ended without a close"; OSError: unreadable
+    eng = replay(log, now=time.time())
     snap = eng.snapshot()
     snap["run"]["log"] = str(log)  # as Live.snapshot and `tm replay` say where the log is
     return Replayed(folder, snap, eng.timeline.full())
@@ -114,14 +116,8 @@ def show_run(run: str | Path | None = None, *, dir: str | Path | None = None,
 
 
 def _records(folder: Path):
-    """The run log's records in order; malformed lines are skipped, as replay does."""
-    with open(folder / LOG, "rb") as f:
-        for line in f:
-            if line.strip():
-                try:
-                    yield decode(line)
-                except RecordError:
-                    continue
+    """The run log's records in order; bad lines are skipped, as replay skips them."""
+    yield from LogReader(folder / LOG)
 
 
 def series_table(run: str | Path | None = None, dir: str | Path | None = None) -> dict:

@@ -125,9 +125,9 @@ def run_folders(root: Path | str | None = None) -> list[Path]:
 def _start_key(folder: Path) -> tuple[str, float, str]:
     try:
         with open(folder / "run.jsonl", "rb") as f:
-            t = json.loads(f.readline()).get("t", 0.0)
+            t = json.loads(f.readline(1 << 20)).get("t", 0.0)  # bounded, as core/logread
         t = float(t) if isinstance(t, (int, float)) else 0.0
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):  # a deep first line too
         t = 0.0
     return folder.name[:15], t, folder.name
 
