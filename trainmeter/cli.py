@@ -24,7 +24,15 @@ from pathlib import Path
 from trainmeter._version import __version__
 from trainmeter.core import flops, peaks
 from trainmeter.core.passport import short_citation
-from trainmeter.core.units import format_duration, parse_count, parse_flops, parse_flops_budget
+from trainmeter.core.units import (
+    flag_value,
+    format_duration,
+    parse_count,
+    parse_flops,
+    parse_flops_budget,
+    quoted,
+    run_name,
+)
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
 # Subcommands that live in their own module: name -> module with main(argv) -> int.
@@ -65,7 +73,7 @@ def _run_parser() -> argparse.ArgumentParser:
              f"tm {{{','.join(SUBCOMMANDS)}}} ...")  # fmt: skip
     p = _Parser(prog="tm", description="Run a training command under trainmeter.", usage=usage)
     p.add_argument("--version", action="version", version=f"trainmeter {__version__}")
-    p.add_argument("--name", help="run name (default: the script's name)")
+    p.add_argument("--name", type=name_arg, help="run name (default: the script's name)")
     p.add_argument("--budget-tokens", metavar="N", help="token budget for progress and ETA (20B)")
     p.add_argument("--budget-flops", metavar="FLOPS",
                    help="training FLOPs budget for progress and ETA (1e18, 250P)")  # fmt: skip
@@ -163,8 +171,8 @@ def _port(text: str) -> int:
     except ValueError:
         port = -1
     if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port: use a whole number 0-65535 "
-                                         "(0: any free port)")  # fmt: skip
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a port: use a whole number "
+                                         "0-65535 (0: any free port)")  # fmt: skip
     return port
 
 
@@ -177,11 +185,22 @@ def _prometheus(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def name_arg(text: str) -> str:
+    """argparse type for ``--name`` (``tm``, ``tm attach``): :func:`units.run_name`.
+
+    Raises: argparse.ArgumentTypeError naming the rule.
+    """
+    try:
+        return run_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def dtype_arg(text: str) -> str:
     """argparse type for ``--dtype`` (``tm`` and ``tm plan``): a dtype name or alias."""
     dtype = peaks.normalize_dtype(text)
     if dtype is None:
-        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}: use one of "
+        raise argparse.ArgumentTypeError(f"unknown dtype {quoted(text)}: use one of "
                                          f"{', '.join(peaks.DTYPES)}")  # fmt: skip
     return dtype
 
@@ -192,7 +211,7 @@ def _hz(text: str) -> float:
     except ValueError:
         hz = 0.0
     if not 1.0 <= hz <= 10.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: the sampling rate is 1 to 10 Hz")
+        raise argparse.ArgumentTypeError(f"{quoted(text)}: the sampling rate is 1 to 10 Hz")
     return hz
 
 
@@ -216,16 +235,21 @@ def _script_error(first: str) -> str | None:
 def _run_opts(args) -> dict:
     """Launch options recorded in the run log (physics only, never a price)."""
     budget = args.budget_tokens
-    peak = parse_flops(args.peak) if args.peak else None
+    peak = flag_value("--peak", parse_flops, args.peak) if args.peak else None
     return {
-        "budget_tokens": parse_count(budget, positive=True) if budget else None,
-        "budget_flops": parse_flops_budget(args.budget_flops) if args.budget_flops else None,
+        "budget_tokens": flag_value("--budget-tokens", _budget, budget) if budget else None,
+        "budget_flops": flag_value("--budget-flops", parse_flops_budget, args.budget_flops)
+        if args.budget_flops else None,
         "convention": args.convention,
         "peak_flops": peak,
         "device": device_opt(args.device, peak),
         "dtype": args.dtype,
         "pad_tokens": args.pad_tokens,
     }  # fmt: skip
+
+
+def _budget(text: str) -> int:
+    return parse_count(text, positive=True)
 
 
 def device_opt(name: str | None, peak_flops: float | None) -> str | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from trainmeter.cli import dtype_arg
 from trainmeter.core import flops, peaks, plan, presets
-from trainmeter.core.units import format_duration, format_si, parse_count, parse_flops
+from trainmeter.core.units import format_duration, format_si, parse_count, parse_flops, quoted
 
 _SHAPE_FLAGS = ("layers", "width", "heads", "kv_heads", "ffn", "vocab", "context")
 _NEEDED_WITHOUT_MODEL = ("layers", "width", "heads", "vocab", "context")
@@ -46,18 +46,23 @@ def _tokens(text: str) -> int:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"the token budget must be > 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"the token budget must be > 0, got {quoted(text)}")
     return value
 
 
+MAX_SIZE = 10**12  # a model dimension or GPU count beyond this is a typo (no model is near it)
+MAX_PRICE = 1e6  # per GPU-hour: beyond any list price by far, and finite
+
+
 def _whole(text: str) -> int:
-    """A size typed as a plain whole number (no K/M suffix: "8k" context is ambiguous)."""
+    """A size typed as a plain whole number (no K/M suffix: "8k" context is ambiguous), at
+    most :data:`MAX_SIZE`."""
     try:
         value = int(text.replace("_", ""))
-    except ValueError:
+    except ValueError:  # also past int's 4300-digit limit
         value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number > 0")
+    if not 0 < value <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a whole number from 1 to 1e12")
     return value
 
 
@@ -68,11 +73,11 @@ def _mfu(text: str) -> float:
         value = float(t.rstrip("%")) / (100 if percent else 1)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a fraction (0.40) or a percent (40%)"
+            f"{quoted(text)} is not a fraction (0.40) or a percent (40%)"
         ) from None
     if not math.isfinite(value) or not 0 < value <= 1:
         hint = f"; did you mean {value / 100:g} ({text}%)?" if 1 < value <= 100 else ""
-        raise argparse.ArgumentTypeError(f"{text!r} is not an MFU in (0, 1]{hint}")
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not an MFU in (0, 1]{hint}")
     return value
 
 
@@ -81,8 +86,9 @@ def _price(text: str) -> float:
         value = float(text.strip().lstrip("$"))
     except ValueError:
         value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a price per GPU-hour >= 0 (2.49)")
+    if not math.isfinite(value) or not 0 <= value <= MAX_PRICE:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a price per GPU-hour from 0 "
+                                         "to 1e6 (2.49)")  # fmt: skip
     return value
 
 
@@ -97,7 +103,7 @@ def _whole_count(text: str) -> int:
     try:
         return _whole(text)
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a GPU count >= 1") from None
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a GPU count >= 1") from None
 
 
 def parser() -> argparse.ArgumentParser:

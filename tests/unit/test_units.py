@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
-from trainmeter.core.units import format_duration, format_si, parse_count, parse_flops
+from trainmeter.core.units import (
+    MAX_FLOPS_BUDGET,
+    format_duration,
+    format_si,
+    parse_count,
+    parse_flops,
+    parse_flops_budget,
+)
 
 
 @pytest.mark.parametrize(
@@ -65,7 +73,48 @@ def test_parse_count_positive_flag_rejects_zero_and_negatives(text):
     ],
 )
 def test_parse_flops_reads_prefixes_and_unit_words(text, expected):
-    assert parse_flops(text) == pytest.approx(expected, rel=1e-15)
+    # the exa forms are budgets, beyond a peak's bound: read with the budget's
+    assert parse_flops(text, limit=MAX_FLOPS_BUDGET) == pytest.approx(expected, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("1e400", "beyond the largest count accepted, 1e18"),  # float() of it is inf
+        ("1e19", "beyond the largest count accepted, 1e18"),
+        ("1e30", "beyond the largest count accepted, 1e18"),
+        ("-1e19", "beyond the largest count accepted, 1e18"),
+        ("1e999999999", "beyond the largest count accepted, 1e18"),  # decimal's Emax
+        ("1e999999999B", "beyond the largest count accepted, 1e18"),  # scaleb overflows
+        ("9" * 5000, "beyond the largest count accepted, 1e18"),
+        ("inf", "cannot read 'inf' as a count"),
+        ("nan", "cannot read 'nan' as a count"),
+        ("-5", "must be a count > 0"),
+    ],
+)
+def test_a_count_beyond_its_bound_or_not_finite_is_one_clear_error(text, said):
+    with pytest.raises(ValueError, match=re.escape(said)) as err:
+        parse_count(text, positive=True)
+    assert len(str(err.value)) < 300  # a 5000-digit typo is named, not echoed
+
+
+def test_the_count_bound_itself_is_accepted():
+    assert parse_count("1e18") == 10**18 == parse_count(10**18)  # MAX_COUNT, exactly
+    with pytest.raises(ValueError):
+        parse_count(10**18 + 1)
+
+
+@pytest.mark.parametrize("text", ["1e400", "1e19", "10000P", "1e999999999P", 10**400, 1e300])
+def test_a_peak_beyond_1e18_flop_s_or_not_finite_is_refused(text):
+    with pytest.raises(ValueError, match="beyond the largest figure accepted, 1e18 FLOP/s"):
+        parse_flops(text)
+
+
+def test_a_flops_budget_is_bounded_at_1e30():
+    assert parse_flops_budget("1e30") == 1e30 and parse_flops_budget("2.5E") == 2.5e18
+    for text in ("1e31", "1e400", "inf"):
+        with pytest.raises(ValueError, match="1e9 to 1e30"):
+            parse_flops_budget(text)
 
 
 @pytest.mark.parametrize("text", ["fast", "T", "312 TB/s", "-5T", "0T", "", "312 XFLOPS"])

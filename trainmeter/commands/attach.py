@@ -26,10 +26,20 @@ import signal
 import sys
 import threading
 
-from trainmeter.cli import ENV_GPU_BACKEND, _default_name, _gpu_backend, _hz, _Parser, _port
+from trainmeter.cli import (
+    ENV_GPU_BACKEND,
+    _default_name,
+    _gpu_backend,
+    _hz,
+    _Parser,
+    _port,
+    name_arg,
+)
 from trainmeter.core.summary import summary_line
+from trainmeter.core.units import quoted
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
+PID_MAX = 1 << 22  # Linux's PID_MAX_LIMIT on 64-bit (include/linux/threads.h): no pid is larger
 POLL_S = 0.2  # how often the process is checked: tm attach ends within this of the process
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -39,9 +49,9 @@ def _pid(text: str) -> int:
         pid = int(text)
     except ValueError:
         pid = 0
-    if pid <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a process id (a whole number > 0; "
-                                         "see `ps`)")  # fmt: skip
+    if not 0 < pid <= PID_MAX:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a process id (a whole number "
+                                         f"from 1 to {PID_MAX}; see `ps`)")  # fmt: skip
     return pid
 
 
@@ -50,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                 "process facts and the counters of its GPUs (no agent: no loss, steps or "
                 "FLOPs). Ends when the program ends.")  # fmt: skip
     p.add_argument("pid", type=_pid, metavar="PID", help="the process to watch (yours)")
-    p.add_argument("--name", help="run name (default: its script's name)")
+    p.add_argument("--name", type=name_arg, help="run name (default: its script's name)")
     p.add_argument("--gpu-backend", metavar="SPEC", default=os.environ.get(ENV_GPU_BACKEND),
                    help="GPU counters: nvml, none, fake:h100x2, ... (default: "
                         f"${ENV_GPU_BACKEND}, else NVML when it loads)")  # fmt: skip

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from trainmeter.core.units import quoted
+
 DTYPES = ("bf16", "fp16", "tf32", "fp8", "fp32")
 
 KINDS = ("datacenter", "workstation", "geforce")
@@ -893,7 +895,7 @@ def unknown_gpu(name: str) -> str:
     """The one line for an unknown GPU name: the close short names, ``tm peaks`` and --peak."""
     close = close_gpu_names(name)
     which = f" (did you mean {', '.join(close)}?)" if close else ""
-    return (f"unknown GPU {name!r}{which}: not in the peaks table (tm peaks lists it); "
+    return (f"unknown GPU {quoted(name)}{which}: not in the peaks table (tm peaks lists it); "
             "pass --peak with its dense FLOP/s (989.5T)")  # fmt: skip
 
 

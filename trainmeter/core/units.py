@@ -1,4 +1,5 @@
-"""Reading and writing the numbers people type and read: counts, FLOP/s, SI, durations.
+"""Reading what people type (counts, FLOP/s, run names) and writing the numbers they read
+(SI, durations).
 
 Standard library only. Definitions: docs/spec.md "Numbers" ("Units").
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 
 # Count suffixes: B (billion) and G (giga) are the same 1e9; M is mega, never milli.
 _COUNT_SUFFIX = {"": 0, "k": 3, "m": 6, "b": 9, "g": 9, "t": 12}
@@ -25,72 +26,145 @@ _FLOPS_FORMS = (
 )
 _SI_PREFIXES = ("", "k", "M", "G", "T", "P", "E", "Z", "Y")
 _MIN_PEAK = 1e9  # no accelerator peaks below 1 GFLOP/s: a smaller figure lacks its unit
+# Upper bounds: a typed figure beyond them is a typo (1e400, a missing decimal point), and one
+# accepted would overflow the float arithmetic of every figure built on it.
+# Tokens, steps, parameters: 10**18 is over 60 000 times the largest published training set
+# (Llama 3: 15.6e12 tokens, arXiv:2407.21783).
+MAX_COUNT = 10**18
+# A device's dense peak: 1e18 FLOP/s is over 100 times the fastest datasheet figure in
+# core/peaks.py (B200 dense FP4, 9e15).
+MAX_PEAK = 1e18
+# A training budget: 1e30 FLOPs is over 1000 times the largest training compute estimated for
+# any model to date (Epoch AI, "Notable AI Models": below 1e27 FLOP in 2025).
+MAX_FLOPS_BUDGET = 1e30
+
+
+def quoted(text: object, width: int = 40) -> str:
+    """``text`` quoted for an error line, cut to ``width`` characters (a 5000-digit typo is
+    named, not echoed)."""
+    r = repr(text)
+    return r if len(r) <= width else r[: width - 3] + "..."
+
+
+def _exp(x: float) -> str:
+    return f"{x:.0e}".replace("e+", "e")  # 1e18, as people type it
 
 
 def _decimal(number: str) -> Decimal:
     return Decimal(number.replace("_", ""))
 
 
-def parse_count(text: str | int, *, positive: bool = False) -> int:
+def parse_count(text: str | int, *, positive: bool = False, limit: int = MAX_COUNT) -> int:
     """A count (tokens, steps, parameters) from text such as "20B", "1.5M", "2e10", "20_000".
 
-    Inputs: ``text``, a string (an int passes through); ``positive`` rejects zero and negatives.
+    Inputs: ``text``, a string (an int passes through); ``positive`` rejects zero and negatives;
+    ``limit`` the largest count accepted (default :data:`MAX_COUNT`, 10**18).
     Rule: decimal number times 10**3/6/9/9/12 for K/M/B/G/T (case-insensitive: "m" is million),
     computed exactly (``decimal``), and the result must be a whole number.
     Source: SI prefixes (BIPM SI Brochure, 9th ed., table 7) plus B for billion as used for
     token and parameter counts.
     Raises: ValueError naming the bad text and the accepted forms; also for a fractional result
-    ("1.5" tokens) and, with ``positive=True``, for a result <= 0.
+    ("1.5" tokens), a result beyond ``limit`` (or below ``-limit``: "1e400", "inf" is no
+    number) and, with ``positive=True``, for a result <= 0.
     """
     if isinstance(text, int) and not isinstance(text, bool):
-        value = text
+        value = Decimal(text)
     elif isinstance(text, str):
         value = _parse_count_text(text)
     else:
-        raise ValueError(f"cannot read {text!r} as a count; use {_COUNT_FORMS}")
+        raise ValueError(f"cannot read {quoted(text)} as a count; use {_COUNT_FORMS}")
+    if abs(value) > limit:  # compared as a Decimal: int(Decimal("1e99999999")) never ends
+        raise ValueError(f"{quoted(text)} is beyond the largest count accepted, {_exp(limit)}")
     if positive and value <= 0:
-        raise ValueError(f"{text!r} must be a count > 0")
-    return value
-
-
-def _parse_count_text(text: str) -> int:
-    m = _COUNT_RE.fullmatch(text)
-    if m is None:
-        raise ValueError(f"cannot read {text!r} as a count; use {_COUNT_FORMS}")
-    try:
-        value = _decimal(m.group(1)).scaleb(_COUNT_SUFFIX[m.group(2).lower()])
-    except InvalidOperation:
-        raise ValueError(f"cannot read {text!r} as a count; use {_COUNT_FORMS}") from None
-    if value != value.to_integral_value():
-        raise ValueError(f"{text!r} is not a whole count; use {_COUNT_FORMS}")
+        raise ValueError(f"{quoted(text)} must be a count > 0")
     return int(value)
 
 
-def parse_flops(text: str | float) -> float:
+def _parse_count_text(text: str) -> Decimal:
+    m = _COUNT_RE.fullmatch(text)
+    if m is None:
+        raise ValueError(f"cannot read {quoted(text)} as a count; use {_COUNT_FORMS}")
+    try:
+        value = _decimal(m.group(1)).scaleb(_COUNT_SUFFIX[m.group(2).lower()])
+        whole = value == value.to_integral_value()
+    except DecimalException:  # an exponent beyond decimal's context (1e999999999)
+        raise ValueError(
+            f"{quoted(text)} is beyond the largest count accepted, {_exp(MAX_COUNT)}"
+        ) from None
+    if not whole:
+        raise ValueError(f"{quoted(text)} is not a whole count; use {_COUNT_FORMS}")
+    return value
+
+
+def parse_flops(text: str | float, *, limit: float = MAX_PEAK) -> float:
     """A FLOP/s figure (a declared peak) from text such as "312T", "312e12", "312 TFLOPS".
 
-    Inputs: ``text``, a string (a number passes through, in FLOP/s).
+    Inputs: ``text``, a string (a number passes through, in FLOP/s); ``limit`` the largest
+    figure accepted (default :data:`MAX_PEAK`, 1e18 FLOP/s).
     Rule: number times 10**3/6/9/12/15 for K/M/G/T/P (case-insensitive), then an optional unit
     word "FLOPS", "FLOP/s" or "FLOPs"; result in FLOP/s.
     Source: SI prefixes (BIPM SI Brochure, 9th ed., table 7).
     Raises: ValueError naming the bad text and the accepted forms; also for a result that is
-    not finite or below 1 GFLOP/s (almost surely a missing prefix: "312" meant "312T").
+    not finite, above ``limit``, or below 1 GFLOP/s (almost surely a missing prefix: "312"
+    meant "312T").
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value = float(text)
+        value = _to_float(text)
     elif isinstance(text, str):
         m = _FLOPS_RE.fullmatch(text)
         if m is None or not m.group(1):
-            raise ValueError(f"cannot read {text!r} as FLOP/s; use {_FLOPS_FORMS}")
-        value = float(_decimal(m.group(1)).scaleb(_FLOPS_SUFFIX[m.group(2).lower()]))
+            raise ValueError(f"cannot read {quoted(text)} as FLOP/s; use {_FLOPS_FORMS}")
+        try:
+            value = float(_decimal(m.group(1)).scaleb(_FLOPS_SUFFIX[m.group(2).lower()]))
+        except DecimalException:  # an exponent beyond decimal's context
+            value = math.inf
     else:
-        raise ValueError(f"cannot read {text!r} as FLOP/s; use {_FLOPS_FORMS}")
-    if not math.isfinite(value) or value < _MIN_PEAK:
+        raise ValueError(f"cannot read {quoted(text)} as FLOP/s; use {_FLOPS_FORMS}")
+    if not math.isfinite(value) or value > limit:
         raise ValueError(
-            f"{text!r} is {value!r} FLOP/s, not a plausible peak (>= 1 GFLOP/s); "
+            f"{quoted(text)} is beyond the largest figure accepted, {_exp(limit)} FLOP/s"
+        )
+    if value < _MIN_PEAK:
+        raise ValueError(
+            f"{quoted(text)} is {value!r} FLOP/s, not a plausible peak (>= 1 GFLOP/s); "
             f"did you mean {text}T? Use {_FLOPS_FORMS}"
         )
     return value
+
+
+def _to_float(x: float) -> float:
+    try:
+        return float(x)
+    except OverflowError:  # an int beyond float range
+        return math.inf
+
+
+MAX_NAME = 200  # characters of a run name: it heads the page, the passport and tm ls
+
+
+def flag_value(flag: str, parse, text: str):
+    """``parse(text)`` for the option ``flag`` (``"--budget-tokens"``): its ValueError names the
+    flag, so the one error line says which option was refused.
+
+    Raises: ValueError "--flag: <why>".
+    """
+    try:
+        return parse(text)
+    except ValueError as exc:
+        why = str(exc)
+        raise ValueError(why if why.startswith(flag) else f"{flag}: {why}") from None
+
+
+def run_name(text: str) -> str:
+    """A run name (``--name`` of ``tm``, ``tm attach`` and ``%%trainmeter``): 1 to
+    :data:`MAX_NAME` printable characters, returned unchanged.
+
+    Raises: ValueError naming the rule.
+    """
+    if not isinstance(text, str) or not 0 < len(text) <= MAX_NAME or not text.isprintable():
+        raise ValueError(f"--name {quoted(text)}: a run name is 1 to {MAX_NAME} printable "
+                         "characters")  # fmt: skip
+    return text
 
 
 def _significant(value: float, digits: int) -> str:
@@ -172,20 +246,21 @@ def format_duration(seconds: float | None) -> str:
     return f"{days} d {hours:02d} h"
 
 
-__all__ = ["format_duration", "format_si", "parse_count", "parse_flops"]
+__all__ = ["format_duration", "format_si", "parse_count", "parse_flops", "quoted"]
 
 
 def parse_flops_budget(text: str) -> float:
-    """A training FLOPs budget (``--budget-flops``), read like a peak (:func:`parse_flops`).
+    """A training FLOPs budget (``--budget-flops``), read like a peak (:func:`parse_flops`),
+    at most :data:`MAX_FLOPS_BUDGET` (1e30 FLOPs).
 
     Returns:
         FLOPs (float).
     Raises:
-        ValueError: not a FLOPs count, with the accepted forms.
+        ValueError: not a FLOPs count between 1e9 and 1e30, with the accepted forms.
     """
     try:
-        return parse_flops(text)
+        return parse_flops(text, limit=MAX_FLOPS_BUDGET)
     except ValueError:
-        raise ValueError(f"cannot read --budget-flops {text!r} as a FLOPs count; use a number "
-                         "of FLOPs (at least 1e9) with an optional K/M/G/T/P/E prefix: 1e18, "
+        raise ValueError(f"cannot read {quoted(text)} as a FLOPs count; use a "
+                         "number of FLOPs (1e9 to 1e30) with an optional K/M/G/T/P/E prefix: 1e18, "
                          "250P, 2.5E, 3e21 FLOPs") from None  # fmt: skip

@@ -18,7 +18,7 @@ from IPython.display import display
 
 from trainmeter.core import flops, peaks
 from trainmeter.core.summary import summary_line
-from trainmeter.core.units import parse_count, parse_flops, parse_flops_budget
+from trainmeter.core.units import flag_value, parse_count, parse_flops, parse_flops_budget, run_name
 
 SYNC_TIMEOUT_S = 1.0  # a cell's end: the agent's records applied, from a healthy supervisor
 SYNC_GRACE_S = 0.25  # ... beyond its own timeout, before the cell stops waiting on it
@@ -255,11 +255,14 @@ def _opts(args) -> dict:
     from IPython.core.error import UsageError
 
     try:
-        peak = parse_flops(args.peak) if args.peak else None
+        if args.name is not None:
+            run_name(args.name)  # the run's name, checked as tm checks it (not an option)
+        peak = flag_value("--peak", parse_flops, args.peak) if args.peak else None
         return {
-            "budget_tokens": parse_count(args.budget_tokens, positive=True)
+            "budget_tokens": flag_value("--budget-tokens", _budget, args.budget_tokens)
             if args.budget_tokens else None,
-            "budget_flops": parse_flops_budget(args.budget_flops) if args.budget_flops else None,
+            "budget_flops": flag_value("--budget-flops", parse_flops_budget, args.budget_flops)
+            if args.budget_flops else None,
             "convention": args.convention,
             "peak_flops": peak,
             "device": _device(args.device, peak),
@@ -283,6 +286,10 @@ def _device(name: str | None, peak_flops: float | None) -> str | None:
     except peaks.UnknownGPUError as exc:
         raise ValueError(f"--device: {exc}") from None
     return name
+
+
+def _budget(text: str) -> int:
+    return parse_count(text, positive=True)
 
 
 def _dtype(text: str) -> str:

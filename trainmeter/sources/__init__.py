@@ -34,6 +34,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from trainmeter.core.units import quoted
 from trainmeter.sources.base import (
     BackendUnavailable,
     DeviceInfo,
@@ -51,7 +52,7 @@ SPEC_FORMS = ("nvml", "none", *(f"fake:{name}" for name in PROFILES))
 
 def _bad(spec, detail: str | None = None) -> ValueError:
     why = f" ({detail})" if detail else ""
-    return ValueError(f"unknown GPU source {spec!r}{why}; accepted: {', '.join(SPEC_FORMS)}")
+    return ValueError(f"unknown GPU source {quoted(spec)}{why}; accepted: {', '.join(SPEC_FORMS)}")
 
 
 def open_backend(spec: str | None = None, *, clock: Callable[[], float] = time.time) -> GpuBackend:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from trainmeter.core import counters
+from trainmeter.core.units import quoted
 
 INSTALL_HINT = '--prometheus needs prometheus-client: pip install "trainmeter[prometheus]"'
 ALL_INTERFACES = "0.0.0.0"
@@ -88,13 +89,15 @@ def parse_address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if sep and not host:
-        raise ValueError(f"{text!r}: give PORT or HOST:PORT")
+        raise ValueError(f"{quoted(text)}: give PORT or HOST:PORT")
     try:
         number = int(port)
     except ValueError:
         number = -1
     if not 0 <= number <= 65535:
-        raise ValueError(f"{text!r} is not [HOST:]PORT with a port 0-65535 (0: any free port)")
+        raise ValueError(
+            f"{quoted(text)} is not [HOST:]PORT with a port 0-65535 (0: any free port)"
+        )
     return (host or ALL_INTERFACES), number
 
 
