@@ -194,11 +194,19 @@ export function costOverlay(price, snap) {
   return { spent, toFinish, kwh: kwhFig };
 }
 
+/** The run's state in words, as the core said it: `state_text` ("ended without a close
+ * (supervisor stopped at 14:03:27)") when it gave one, else `state`; "" for none. The front end
+ * never works the words out itself. */
+export function stateText(run) {
+  if (!isObj(run)) return "";
+  return str(run.state_text) || str(run.state);
+}
+
 /** Why there is no ETA. */
 export function etaWhy(snap) {
   const state = isObj(snap.run) ? str(snap.run.state) : "";
   if (!isNum(snap.budget_tokens) && !isNum(snap.budget_flops)) return "no budget declared";
-  if (["finished", "failed", "interrupted"].includes(state)) return `the run has ${state === "failed" ? "failed" : state === "interrupted" ? "been interrupted" : "finished"}`;
+  if (["finished", "failed", "interrupted", "ended"].includes(state)) return `the run has ${state === "failed" ? "failed" : state === "interrupted" ? "been interrupted" : state === "ended" ? "ended" : "finished"}`;
   if (isNum(snap.progress) && snap.progress >= 1) return "the budget is reached";
   return "measuring throughput";
 }

@@ -4,7 +4,7 @@
 // right above it.
 
 import { createChart } from "../charts.js";
-import { classifyLosses, etaWhy, isObj, str } from "../derive.js";
+import { classifyLosses, etaWhy, isObj, stateText, str } from "../derive.js";
 import { el, setAttr, setText } from "../dom.js";
 import { duration, isNum, NA, num, percent, si, tokens as tokenCount } from "../format.js";
 import { align, ema } from "../state.js";
@@ -12,7 +12,7 @@ import { createFigure } from "./figure.js";
 import { createPanel } from "./panel.js";
 
 const MAX_LOSS_LINES = 7; // one per theme colour
-const ENDED = ["finished", "failed", "interrupted"];
+const ENDED = ["finished", "failed", "interrupted", "ended"];
 
 /**
  * The lines of the loss chart from the store's series names: the primary training loss raw (faint)
@@ -54,7 +54,7 @@ export function createCockpit(view) {
     update(ctx) {
       loss.update(ctx);
       figures.update(ctx.snap);
-      const state = isObj(ctx.snap.run) ? str(ctx.snap.run.state) : "";
+      const state = stateText(ctx.snap.run);
       panel.summarize(state ? `${state} · step ${isNum(ctx.snap.step) ? ctx.snap.step : NA}` : "");
     },
     setTheme: (t) => loss.setTheme(t),

@@ -2,10 +2,12 @@
 // `tm attach` watches from outside, a line of process facts and why loss, steps and FLOPs are missing.
 
 import { el, setAttr, setText } from "../dom.js";
-import { deviceLine, isObj, noteAbout, str } from "../derive.js";
+import { deviceLine, isObj, noteAbout, stateText, str } from "../derive.js";
 import { bytes, count, dateTime, duration, isNum, si } from "../format.js";
 
-export const STATES = ["running", "finished", "failed", "interrupted", "idle"];
+// "ended": the log has no run_end (the supervisor stopped without a close); core/engine.py
+export const STATES = ["running", "finished", "failed", "interrupted", "idle", "ended"];
+
 
 export function createHeader() {
   const name = el("span", { class: "tm-run-name", testid: "tm-run-name" });
@@ -46,7 +48,7 @@ export function createHeader() {
       setAttr(name, "title", str(run.id) ? `run ${run.id}` : null);
       // Only a known state becomes a class name; anything else is shown as text, unstyled.
       const s = str(run.state);
-      setText(state, s || "waiting");
+      setText(state, stateText(run) || "waiting");
       state.className = `tm-badge tm-state-${STATES.includes(s) ? s : "unknown"}`;
       setText(step, count(snap.step));
       setText(elapsed, duration(snap.elapsed_s));

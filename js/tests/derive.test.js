@@ -20,6 +20,8 @@ import {
   splitReason,
   stragglerSet,
   timeShares,
+  etaWhy,
+  stateText,
 } from "../derive.js";
 
 test("validation losses are recognised by a held-out word in the name", () => {
@@ -207,4 +209,13 @@ test("OFU is the mean tensor-pipe activity over GPUs, with a reason when a GPU c
   assert.equal(ofuFigure({ hardware: a100 }).value, null);
   assert.match(ofuFigure({ hardware: a100 }).why, /needs Hopper/);
   assert.match(ofuFigure({ hardware: null }).why, /not measured yet/);
+});
+
+test("the state badge says the core's state_text when it gave one, else the state", () => {
+  const text = "ended without a close (supervisor stopped at 14:03:27)";
+  assert.equal(stateText({ state: "ended", state_text: text }), text);
+  assert.equal(stateText({ state: "finished" }), "finished");
+  assert.equal(stateText({ state: 3, state_text: ["x"] }), "");
+  assert.equal(stateText(null), "");
+  assert.equal(etaWhy({ run: { state: "ended" }, budget_tokens: 10 }), "the run has ended");
 });
