@@ -154,6 +154,7 @@ def test_under_pressure_a_series_keeps_its_rate_per_name_and_every_shed_point_is
 
 def test_a_full_outbound_buffer_drops_series_first_never_steps(make, tmp_path, monkeypatch):
     monkeypatch.setattr(sm, "MAX_OUT_BYTES", 20_000)
+    monkeypatch.setattr(sm, "LOW_CHUNK", 10**9)  # a flush's series in one chunk
     s = make(str(tmp_path / "none.sock"), interval=3600)  # never connects: all stays buffered
     monkeypatch.setattr(s, "_write", lambda: None)
     for i in range(2000):  # ~2000 x 70 bytes of series in one flush: more than 20 kB

@@ -8,8 +8,9 @@ the tracker taps' series, notes, model facts) checks one flag first: under press
 
 A named daemon thread drains the queue every ``interval`` seconds (sooner while more than
 ``max_items`` arrive in one interval: queued tensors are held until read), encodes JSON lines
-into an outbound buffer (:class:`Outbound`: at most ``MAX_OUT_BYTES`` of series and notes,
-which go after everything else and are dropped first, counted "outbound buffer full") and writes
+into an outbound buffer (:class:`Outbound`: series and notes are refused beyond
+``MAX_OUT_BYTES``, everything beyond ``HARD_OUT_BYTES``, counted "outbound buffer full"; series
+go after the rest of their flush, in chunks of ``LOW_CHUNK`` bytes) and writes
 it to the supervisor's Unix socket without blocking: a paused supervisor never holds the thread,
 which keeps reading the queue. A socket that fails is dropped, what was buffered is counted
 ("supervisor gone") and the sender reconnects with backoff (0.1 s doubling to 5 s, its hello
@@ -17,8 +18,9 @@ first on each connection); the taps stay on. Only an internal error turns the se
 
 Every count goes out as a ``dropped`` record (source "agent", cumulative, with pid and rank)
 at most every ``DROP_EVERY`` seconds when it changed, and at close, which has a deadline of
-``CLOSE_DEADLINE_S`` in all: what is unsent then is counted ("unsent at exit") and one stderr
-line says how many records were not sent.
+``CLOSE_DEADLINE_S`` in all (sooner when the socket takes nothing for ``CLOSE_STALL_S``: a
+paused supervisor): what is unsent then is counted ("unsent at exit") and one stderr line
+says how many records were not sent.
 
 What the queue holds, in the order the training thread put it (``QueueReader.read``):
 
@@ -63,8 +65,10 @@ SHED_BYTES = 4 * 2**20  # outbound bytes above which series are held to SHED_RAT
 SHED_RATE = 10  # series points kept per name per second under pressure
 DROP_EVERY = 0.5  # s: at most two dropped records a second
 CLOSE_DEADLINE_S = 1.0  # close(): everything, the final dropped record included
+CLOSE_STALL_S = 0.2  # close() gives up on a socket that takes nothing for this long
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.1, 5.0  # reconnect waits, doubling
 WRITE_MAX = 1 << 20  # bytes handed to one send()
+LOW_CHUNK = 64 * 1024  # bytes of series joined into one buffer entry
 LOW_KINDS = ("series",)  # sent after the rest of a flush; dropped first when the buffer is full
 
 # drop reasons (docs/reliability.md)
@@ -353,7 +357,7 @@ class Sender:
             out.add(_line(steps), len(steps["step"]))
         if spans is not None:
             out.add(_line(spans), len(spans["name"]))
-        low = []
+        low, size = [], 0
         for rec in records:
             kind = rec.get("k")
             if kind == "agent_hello":
@@ -365,6 +369,10 @@ class Sender:
                 continue
             if kind in LOW_KINDS:
                 low.append(line)
+                size += len(line)
+                if size >= LOW_CHUNK:  # a step batch waits behind one chunk at most
+                    out.add(b"".join(low), 1, low=True)
+                    low, size = [], 0
             else:  # a note keeps its place, but is refused beyond MAX_OUT_BYTES like a series
                 out.add(line, 1, limit=MAX_OUT_BYTES if kind == "note" else HARD_OUT_BYTES)
         if low:
@@ -450,10 +458,16 @@ class Sender:
             _say(f"{total:,} records were not sent to the supervisor ({by or 'none'}; {where})")
 
     def _drain(self, until: float) -> None:
-        """Write until the buffer is empty, the socket is gone, or ``until`` (holding ``_lock``)."""
+        """Write until the buffer is empty, the socket is gone, ``until``, or the socket took
+        nothing for ``CLOSE_STALL_S`` (a paused supervisor) (holding ``_lock``)."""
+        moved = time.monotonic()
         while self.out.nbytes:
+            before = self.out.nbytes
             self._write()
-            sock, left = self._sock, until - time.monotonic()
+            now = time.monotonic()
+            if self.out.nbytes < before:
+                moved = now
+            sock, left = self._sock, min(until, moved + CLOSE_STALL_S) - now
             if sock is None or not self.out.nbytes or left <= 0:
                 return
             _wait_on(sock, read=False, write=True, timeout=min(left, 0.05))
