@@ -79,7 +79,12 @@ def test_a_child_whose_supervisor_is_gone_trains_unchanged_with_one_warning(work
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0
     assert losses(out.stdout) == losses(plain.stdout)
-    assert len([ln for ln in out.stderr.splitlines() if "[trainmeter]" in ln]) == 1
+    said = [ln for ln in out.stderr.splitlines() if "[trainmeter]" in ln]
+    # the lost socket, and at exit what was not sent (the run log, there is none, lacks it)
+    assert len(said) == 2, out.stderr
+    assert "lost the supervisor's socket" in said[0]
+    assert "records were not sent to the supervisor" in said[1]
+    assert "supervisor gone; the run log does not have this count)" in said[1]
 
 
 def test_a_broken_trainmeter_install_never_stops_the_child(workdir):

@@ -230,7 +230,8 @@ class Sender:
     def close(self) -> None:
         """Final flush and close (atexit and unload), within ``CLOSE_DEADLINE_S``; never
         raises. What is unsent at the deadline is counted, the final ``dropped`` record is
-        attempted, and one stderr line says how many records were not sent."""
+        attempted, and one stderr line says how many records were not sent when some were
+        unsent or that record did not go out (else the run's summary line says it)."""
         self._stop.set()
         self._wake.set()
         try:
@@ -451,10 +452,8 @@ class Sender:
         with self._count_lock:
             total = sum(self.drops.values())
             by = ", ".join(f"{n:,} {why}" for why, n in self.drops.items())
-        if total or not delivered:
-            where = (
-                "counted in the run log" if delivered else "the run log does not have this count"
-            )
+        if unsent or not delivered:  # otherwise the run's summary line says what was dropped
+            where = "in the run log" if delivered else "the run log does not have this count"
             _say(f"{total:,} records were not sent to the supervisor ({by or 'none'}; {where})")
 
     def _drain(self, until: float) -> None:
