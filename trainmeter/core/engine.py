@@ -524,7 +524,7 @@ class Engine:
             "time_split": self._time_split(elapsed),
             "energy_j": self.hw.energy_j(),
             "hardware": self.hw.snapshot(
-                self._dtype(), _positive(self.opts.get("peak_flops")), pids=self._train_pids()
+                self._dtype(), self._declared_peak(), pids=self._train_pids()
             ),
             "process": dict(self.process) if self.process is not None else None,
             "dropped": dropped,
@@ -588,8 +588,13 @@ class Engine:
         return per_process * self._world()
 
     def _peak(self) -> peaks.ResolvedPeak | None:
-        declared = _positive(self.opts.get("peak_flops"))  # a log's 0 or "x": no declared peak
-        return peaks.resolve_peak(self._device(), self._dtype(), declared)
+        return peaks.resolve_peak(self._device(), self._dtype(), self._declared_peak())
+
+    def _declared_peak(self) -> float | None:
+        """``--peak`` (FLOP/s) when it is a finite number >= 1; a log's 0, 5e-324 or "x" is no
+        declared peak (MFU would divide by it)."""
+        peak = _positive(self.opts.get("peak_flops"))
+        return peak if peak is not None and peak >= 1 else None
 
     def _device(self) -> str | None:
         """The device name the peak is looked up by: ``--device``, else the model's device,

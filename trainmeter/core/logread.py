@@ -126,8 +126,13 @@ class LogReader:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if isinstance(self.source, (str, PathLike)):
-            with open(self.source, "rb") as f:
-                yield from self._read(_bounded_lines(f))
+            try:
+                with open(self.source, "rb") as f:
+                    yield from self._read(_bounded_lines(f))
+            except OSError as exc:  # a read error names no file: name the log
+                if exc.filename is not None:
+                    raise
+                raise OSError(exc.errno, exc.strerror or str(exc), str(self.source)) from None
         else:
             yield from self._read(_checked_lines(self.source))
 

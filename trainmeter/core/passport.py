@@ -118,7 +118,8 @@ def _dates(run: dict, elapsed: Any, why: dict[str, str]) -> dict[str, Any]:
             "no run_end record in the log: the run is still open, or its supervisor "
             "was killed before it could close the log"
         )
-    wall = end - start if _num(start) and _num(end) else None
+    # a log whose run_end is older than its run_start (hand-edited, clocks moved): no negative
+    wall = max(0.0, end - start) if _num(start) and _num(end) else None
     if wall is None:
         why["wall_s"] = why.get("ended") or why["started"]
     return {

@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 SCHEMA_VERSION = 1
+MAX_TIME = 1e11  # a record's `t` (s since the epoch) is below: the year 5138, within time_t
 
 # kind -> {field: allowed types}; fields not listed are kept but not checked.
 _NUM = (int, float)
@@ -125,7 +126,7 @@ def validate(rec: Any) -> dict[str, Any]:
     if not isinstance(rec, dict):
         raise RecordError(f"record is not a JSON object: {type(rec).__name__}")
     kind = rec.get("k")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:  # a list or an object is no kind
         raise RecordError(f"unknown record kind {kind!r}")
     v = rec.get("v")
     if not isinstance(v, int) or isinstance(v, bool) or v > SCHEMA_VERSION or v < 1:
@@ -133,8 +134,8 @@ def validate(rec: Any) -> dict[str, Any]:
             f"unsupported schema version {v!r} (this trainmeter reads 1..{SCHEMA_VERSION})"
         )
     t = rec.get("t")
-    if not _is(t, _NUM) or not _finite(t):
-        raise RecordError(f"{kind}: 't' must be a finite number, got {t!r}")
+    if not _is(t, _NUM) or not _finite(t) or not 0 <= t < MAX_TIME:
+        raise RecordError(f"{kind}: 't' must be a finite number of seconds in [0, 1e11), got {t!r}")
     for name, types in KINDS[kind].items():
         if name not in rec:
             if type(None) in types:
@@ -171,6 +172,8 @@ MAX_LIST = 4096  # items of a list field (argv, devices, gpus, not_counted)
 MAX_GPUS = 256  # entries of a gpu record's `gpus` or a gpu_devices' `devices`
 MAX_TEXT = 100_000  # characters of a string field (a note, an argv word, an error)
 MAX_OPTS = 256  # entries of a run's `opts`
+MAX_OPT_NUMBER = 1e30  # a numeric option's magnitude at most (1e30 FLOP or tokens: far beyond
+# any budget, and its products with FLOPs per token stay finite)
 # run options read as numbers, and as strings (docs/spec.md "Run log": run_start `opts`)
 _OPT_NUMBERS = ("budget_tokens", "budget_flops", "peak_flops", "plan_mfu", "gpus", "attached")
 _OPT_STRINGS = ("device", "dtype", "convention", "pad_tokens")
@@ -226,7 +229,8 @@ def _check_opts(kind: str, opts: Any) -> None:
     for k, v in opts.items():
         _need(_scalar_ok(v), kind, f"opts {k[:40]!r} must be a JSON scalar (finite)")
         if k in _OPT_NUMBERS:
-            _need(_number_ok(v), kind, f"opts {k!r} must be a finite number or null")
+            ok = _number_ok(v) and (v is None or abs(v) <= MAX_OPT_NUMBER)
+            _need(ok, kind, f"opts {k!r} must be a number within 1e30, or null")
         elif k in _OPT_STRINGS:
             _need(v is None or isinstance(v, str), kind, f"opts {k!r} must be a string or null")
 
