@@ -245,6 +245,10 @@ def _check_run_start(rec: dict) -> None:
         _need(optional or (isinstance(v, str) and len(v) <= MAX_TEXT), "run_start",
               f"{k!r} must be a string")  # fmt: skip
     _check_opts("run_start", rec.get("opts"))
+    job = rec.get("job")  # store.job_facts: {"id", "node_rank", "nodes"} (tm merge reads it)
+    _need(job is None or (isinstance(job, dict) and len(job) <= MAX_OPTS
+                          and all(_scalar_ok(v) for v in job.values())),
+          "run_start", "'job' must be an object of JSON scalars")  # fmt: skip
 
 
 def _check_segment_start(rec: dict) -> None:
@@ -263,9 +267,9 @@ def _check_agent_hello(rec: dict) -> None:
 
 def _check_model(rec: dict) -> None:
     for k in ("params", "embedding_params", "token_embedding_params", *_MODEL_INTS):
-        v = rec.get(k)
+        v = rec.get(k)  # the shape's counts as the agent sends them (agent/describe.py: ints)
         _need(v is None or (_is(v, (int,)) and -(2**63) <= v < 2**63), "model",
-              f"{k!r} must be an int")  # fmt: skip
+              f"{k!r} must be a 64-bit int")  # fmt: skip
     for k in _MODEL_BOOLS:
         _need(rec.get(k) is None or isinstance(rec[k], bool), "model", f"{k!r} must be a bool")
     for k in _MODEL_STRS:
