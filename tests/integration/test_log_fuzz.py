@@ -184,6 +184,7 @@ def read_everything(lines, folder, files=True):
     list(wandb.rows(points))
     if files:
         (folder / "run.jsonl").write_bytes(b"".join(lines))
+        assert run_folders(folder.parent.parent) == [folder]  # tm ls's order: the first line
         cli.ls_row(folder, now=time.time())
         passport_files.rebuild(folder, version="0")
     return snap
@@ -191,8 +192,8 @@ def read_everything(lines, folder, files=True):
 
 def test_thousands_of_mutated_real_logs_never_make_a_reader_raise(real_log, tmp_path):
     rng = random.Random(SEED)
-    folder = tmp_path / "20240101-000000-fuzz"
-    folder.mkdir()
+    folder = tmp_path / ".trainmeter" / "runs" / "20240101-000000-fuzz"
+    folder.mkdir(parents=True)
     states, skipped, t0 = set(), 0, time.monotonic()
     for k in range(VARIANTS):
         lines = mutate(rng, real_log)
@@ -302,3 +303,23 @@ def test_a_log_cut_short_says_ended_without_a_close(real_log, tmp_path):
     listed = run_tm(["ls", "--dir", tmp_path / ".trainmeter"], tmp_path)
     assert unclosed_text(last_whole) in listed.stdout, listed.stdout
     assert "last line cut short" in listed.stdout
+
+
+def test_tm_merge_of_mutated_node_logs_refuses_or_merges_never_raises(real_log, tmp_path):
+    from trainmeter.commands import merge
+
+    rng, merged = random.Random(SEED + 2), 0
+    for k in range(100):
+        folders = []
+        for j in range(2):
+            folder = tmp_path / f"n{k}-{j}"
+            folder.mkdir()
+            (folder / "run.jsonl").write_bytes(b"".join(mutate(rng, real_log)))
+            folders.append(folder)
+        try:
+            out, _ = merge.merge(folders, tmp_path / f"m{k}", force=True)
+        except merge.MergeError:  # a node log without its run_start: refused in one line
+            continue
+        merged += 1
+        json.dumps(replay(out / "run.jsonl").snapshot(), allow_nan=False)
+    assert merged > 50  # most pairs still hold a run_start each

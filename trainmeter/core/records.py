@@ -446,8 +446,8 @@ def _check_step_columns(times: list, steps: list, tokens: list, samples: list,
         RecordError: a time that is not a finite number, a step that is not an int, or tokens,
             samples or seq_sq that are neither an int nor null (bool is no number here either).
     """
-    if not all(type(t) in (int, float) and _finite(t) for t in times):
-        raise RecordError("step: 't' must be a finite number")
+    if not all(type(t) in (int, float) and _finite(t) and 0 <= t < MAX_TIME for t in times):
+        raise RecordError("step: 't' must be a finite number of seconds in [0, 1e11)")
     if not all(type(n) is int for n in steps):
         raise RecordError("step: field 'step' must be an int")
     for name, col in (("tokens", tokens), ("samples", samples), ("seq_sq", seq_sq or ())):

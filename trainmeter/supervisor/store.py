@@ -127,7 +127,7 @@ def _start_key(folder: Path) -> tuple[str, float, str]:
         with open(folder / "run.jsonl", "rb") as f:
             t = json.loads(f.readline(1 << 20)).get("t", 0.0)  # bounded, as core/logread
         t = float(t) if isinstance(t, (int, float)) else 0.0
-    except (OSError, ValueError, AttributeError, RecursionError):  # a deep first line too
+    except (OSError, ValueError, AttributeError, RecursionError, OverflowError):  # deep, 10**400
         t = 0.0
     return folder.name[:15], t, folder.name
 
