@@ -8,8 +8,9 @@ the tracker taps' series, notes, model facts) checks one flag first: under press
 
 A named daemon thread drains the queue every ``interval`` seconds (sooner while more than
 ``max_items`` arrive in one interval: queued tensors are held until read), encodes JSON lines
-into an outbound buffer (:class:`Outbound`: series and notes are refused beyond
-``MAX_OUT_BYTES``, everything beyond ``HARD_OUT_BYTES``, counted "outbound buffer full"; series
+into an outbound buffer (:class:`Outbound`: series, spans and notes are refused beyond
+``MAX_OUT_BYTES`` (32 MiB), steps and the rest only beyond ``HARD_OUT_BYTES`` (256 MiB: a
+supervisor paused for good), counted "outbound buffer full"; series
 go after the rest of their flush, in chunks of ``LOW_CHUNK`` bytes) and writes
 it to the supervisor's Unix socket without blocking: a paused supervisor never holds the thread,
 which keeps reading the queue. A socket that fails is dropped, what was buffered is counted
@@ -18,9 +19,9 @@ first on each connection); the taps stay on. Only an internal error turns the se
 
 Every count goes out as a ``dropped`` record (source "agent", cumulative, with pid and rank)
 at most every ``DROP_EVERY`` seconds when it changed, and at close, which has a deadline of
-``CLOSE_DEADLINE_S`` in all (sooner when the socket takes nothing for ``CLOSE_STALL_S``: a
-paused supervisor): what is unsent then is counted ("unsent at exit") and one stderr line
-says how many records were not sent.
+``CLOSE_DEADLINE_S`` in all (about ``CLOSE_STALL_S`` when the socket takes nothing that long:
+a paused supervisor; its queued series are then counted, not encoded): what is unsent then
+is counted ("unsent at exit") and one stderr line says how many records were not sent.
 
 What the queue holds, in the order the training thread put it (``QueueReader.read``):
 
@@ -290,11 +291,15 @@ class Sender:
 
     def _discard(self, reason: str) -> None:
         """Drop everything queued and buffered, counted under ``reason`` (holding ``_lock``)."""
+        self.count(reason, self._read_all() + self.out.clear())
+
+    def _read_all(self) -> int:
+        """Read everything queued and waiting, unsent; returns how many records that was."""
         steps, spans, records = self.reader.read(self.queue)
         records += self.reader.release_all()
-        n = len(records) + sum(len(b["step"] if b is steps else b["name"]) for b in (steps, spans)
-                               if b is not None)  # fmt: skip
-        self.count(reason, n + self.out.clear())
+        return len(records) + sum(
+            len(b["step"] if b is steps else b["name"]) for b in (steps, spans) if b is not None
+        )
 
     def _loop(self) -> None:
         wait = self.interval
@@ -342,7 +347,8 @@ class Sender:
         except OSError as exc:
             self._gone(exc)
 
-    def _encode(self) -> None:
+    def _encode(self, skip_low: bool = False) -> None:
+        """Queue -> outbound buffer (``skip_low``: series counted unsent, not encoded)."""
         if not self.queue and not self.reader.pending(last=self._stop.is_set()):
             return
         steps, spans, records = self.reader.read(self.queue)
@@ -357,11 +363,14 @@ class Sender:
         if steps is not None:
             out.add(_line(steps), len(steps["step"]))
         if spans is not None:
-            out.add(_line(spans), len(spans["name"]))
+            out.add(_line(spans), len(spans["name"]), limit=MAX_OUT_BYTES)  # shed like series
         low, size = [], 0
         for rec in records:
             kind = rec.get("k")
             if kind == "agent_hello":
+                continue
+            if skip_low and kind in LOW_KINDS:
+                self.count(UNSENT)
                 continue
             try:
                 line = _line(rec)
@@ -439,12 +448,15 @@ class Sender:
             return
         try:
             self._retry_at = 0.0  # one more try to connect, whatever the backoff
-            self._encode()
-            self._drain(deadline - 0.25)
+            stalled = self._drain(deadline - 0.25)  # what is buffered
+            # a paused supervisor: encoding the queued series would only cost time
+            self._encode(skip_low=stalled)
+            if not stalled:
+                self._drain(deadline - 0.25)
             unsent = self.out.cut()  # all but the rest of a line half written
             self.count(UNSENT, unsent)
             self._queue_drops(force=True)
-            self._drain(deadline)
+            self._drain(deadline)  # a supervisor just resumed reads it
             delivered = self.out.nbytes == 0
             self._drop_socket()
         finally:
@@ -456,9 +468,10 @@ class Sender:
             where = "in the run log" if delivered else "the run log does not have this count"
             _say(f"{total:,} records were not sent to the supervisor ({by or 'none'}; {where})")
 
-    def _drain(self, until: float) -> None:
+    def _drain(self, until: float) -> bool:
         """Write until the buffer is empty, the socket is gone, ``until``, or the socket took
-        nothing for ``CLOSE_STALL_S`` (a paused supervisor) (holding ``_lock``)."""
+        nothing for ``CLOSE_STALL_S`` (a paused supervisor) (holding ``_lock``). True when it
+        stopped for the stall."""
         moved = time.monotonic()
         while self.out.nbytes:
             before = self.out.nbytes
@@ -466,10 +479,13 @@ class Sender:
             now = time.monotonic()
             if self.out.nbytes < before:
                 moved = now
-            sock, left = self._sock, min(until, moved + CLOSE_STALL_S) - now
-            if sock is None or not self.out.nbytes or left <= 0:
-                return
-            _wait_on(sock, read=False, write=True, timeout=min(left, 0.05))
+            sock = self._sock
+            if sock is None or not self.out.nbytes or now >= until:
+                return False
+            if now >= moved + CLOSE_STALL_S:
+                return True
+            _wait_on(sock, read=False, write=True, timeout=min(until, moved + CLOSE_STALL_S) - now)
+        return False
 
 
 class Outbound:
