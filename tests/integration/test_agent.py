@@ -111,3 +111,22 @@ def test_every_torchrun_rank_connects_and_tokens_count_the_world(workdir):
     snap = json.loads(run_tm(["replay", "--json"], workdir).stdout)
     # rank 0 is the clock: 5 steps; tokens: 5 steps x (4 x 8) x 2 ranks, by hand
     assert snap["step"] == 5 and snap["tokens"] == 320 and snap["ranks"] == {"0": 5, "1": 5}
+
+
+def test_bad_emits_are_counted_in_the_log_and_the_summary_and_later_emits_arrive(workdir):
+    code = ("import trainmeter\n"
+            "trainmeter.emit(step=1, x=10**400)\n"  # beyond float range
+            "trainmeter.emit(step='abc', x=1.0, y=2.0)\n"  # the call's two values
+            "trainmeter.emit(step=2, x=complex(1, 1))\n"
+            "trainmeter.emit(step=3, x=0.25)\n")  # fmt: skip
+    out = run_tm(["--no-web", "--", sys.executable, "-c", code], workdir, timeout=120)
+    assert out.returncode == 0, out.stderr
+    log = read_log(workdir)
+    assert [(r["name"], r["value"], r["step"]) for r in log if r["k"] == "series"] == [
+        ("x", 0.25, 3)
+    ]
+    (counts,) = [r["counts"] for r in log if r["k"] == "dropped" and r["source"] == "agent"][-1:]
+    assert counts == {"emit value out of range": 1, "emit step not an integer": 2,
+                      "emit value not a real number": 1}  # fmt: skip
+    summary = out.stderr.strip().splitlines()[-1]
+    assert "4 records dropped (2 emit step not an integer (agent)" in summary, summary
