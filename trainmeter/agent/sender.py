@@ -4,7 +4,8 @@ The hot path is ``put_step(item)``: one ``deque.append`` (atomic under the GIL, 
 check) for steps, spans and root-model calls; steps are never dropped. ``put(rec)`` (emit() and
 the tracker taps' series, notes, model facts) checks one flag first: under pressure (more than
 ``SHED_QUEUE`` items queued or ``SHED_BYTES`` waiting for the socket) a series keeps at most
-``SHED_RATE`` points per name per second, each point shed counted ("series shed under load").
+``SHED_RATE`` points per name per second (1 beyond ``SLOW_BYTES`` waiting), each point shed
+counted ("series shed under load"): every series keeps points through the whole run.
 
 A named daemon thread drains the queue every ``interval`` seconds (sooner while more than
 ``max_items`` arrive in one interval: queued tensors are held until read), encodes JSON lines
@@ -62,13 +63,15 @@ FORGET = ("forget",)  # the queue item that drops the calls queued since the las
 MAX_OUT_BYTES = 32 * 2**20  # outbound buffer: series and notes beyond it are dropped
 HARD_OUT_BYTES = 256 * 2**20  # beyond it every line is dropped (a supervisor paused for good)
 SHED_QUEUE = 50_000  # items queued above which series are held to SHED_RATE per name
-SHED_BYTES = 4 * 2**20  # outbound bytes above which series are held to SHED_RATE per name
+SHED_BYTES = 2**20  # outbound bytes above which series are held to SHED_RATE per name
 SHED_RATE = 10  # series points kept per name per second under pressure
+SLOW_BYTES = 4 * 2**20  # outbound bytes above which series are held to 1 point per name per s
 DROP_EVERY = 0.5  # s: at most two dropped records a second
 CLOSE_DEADLINE_S = 1.0  # close(): everything, the final dropped record included
 CLOSE_STALL_S = 0.2  # close() gives up on a socket that takes nothing for this long
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.1, 5.0  # reconnect waits, doubling
 WRITE_MAX = 1 << 20  # bytes handed to one send()
+MAX_LAST = 10_000  # series names whose newest shed point close() sends
 LOW_CHUNK = 64 * 1024  # bytes of series joined into one buffer entry
 LOW_KINDS = ("series",)  # sent after the rest of a flush; dropped first when the buffer is full
 
@@ -107,7 +110,8 @@ class Sender:
         self.reader = QueueReader(self.rank)
         self.out = Outbound(self.count)
         self.on_stop = lambda: None  # the taps' quiet(): the sender stopped for good
-        self.shedding = False  # under pressure: put() holds series to SHED_RATE per name
+        self.shedding = False  # under pressure: put() holds series to shed_rate per name
+        self.shed_rate = SHED_RATE
         self._sync_id = self._acked = 0
         self._rbuf = b""  # the supervisor's replies (acks), up to their newline
         self._retry_at, self._backoff = 0.0, BACKOFF_MIN_S
@@ -116,6 +120,7 @@ class Sender:
         self._count_lock = threading.Lock()  # put (training thread) and the sender thread count
         self._rate: dict[object, int] = {}  # series name -> points kept in this second
         self._rate_sec = 0
+        self._last_shed: dict[object, dict] = {}  # series name -> its newest point shed
         self._sent_drops: dict[str, int] = {}  # the counts of the last dropped record queued
         self._drops_at = 0.0
         self._start_thread()
@@ -144,7 +149,7 @@ class Sender:
                 self._drop_socket()
                 self.path = path
                 with self._count_lock:
-                    self.drops, self._sent_drops = {}, {}
+                    self.drops, self._sent_drops, self._last_shed = {}, {}, {}
                 self._discard(GONE)
                 self._retry_at, self._backoff = 0.0, BACKOFF_MIN_S
                 guard.revive("sender")
@@ -157,7 +162,7 @@ class Sender:
         """Queue one record (never blocks, never raises); a series point beyond its rate is
         shed and counted while the sender is under pressure."""
         pressed = self.shedding or len(self.queue) > SHED_QUEUE
-        if pressed and rec.get("k") == "series" and self._shed(rec.get("name")):
+        if pressed and rec.get("k") == "series" and self._shed(rec):
             return
         self.queue.append(rec)
 
@@ -335,6 +340,7 @@ class Sender:
         self._queue_drops(force=False)
         self._write()
         self.shedding = self.out.nbytes > SHED_BYTES or len(self.queue) > SHED_QUEUE
+        self.shed_rate = SHED_RATE if self.out.nbytes <= SLOW_BYTES else 1
 
     def _write(self) -> None:
         """Write what the socket takes now; a failure is :meth:`_gone`."""
@@ -403,8 +409,10 @@ class Sender:
         self.out.add(_line(rec), 0, force=True)
         self._sent_drops, self._drops_at = counts, now
 
-    def _shed(self, name: object) -> bool:
-        """Whether this point of series ``name`` is beyond ``SHED_RATE`` this second (counted)."""
+    def _shed(self, rec: dict) -> bool:
+        """Whether this series point is beyond its name's ``shed_rate`` this second (counted;
+        the newest shed point of each name is kept for close(): a run's last values)."""
+        name = rec.get("name")
         with self._count_lock:
             sec = int(time.monotonic())
             if sec != self._rate_sec:
@@ -413,10 +421,13 @@ class Sender:
                 kept = self._rate.get(name, 0)
             except TypeError:  # an unhashable name: the reader will send or count it
                 return False
-            if kept < SHED_RATE:
+            if kept < self.shed_rate:
                 self._rate[name] = kept + 1
+                self._last_shed.pop(name, None)
                 return False
             self.drops[SHED] = self.drops.get(SHED, 0) + 1
+            if len(self._last_shed) < MAX_LAST or name in self._last_shed:
+                self._last_shed[name] = rec
             return True
 
     def _read_acks(self, sock: socket.socket) -> int:
@@ -448,7 +459,15 @@ class Sender:
             return
         try:
             self._retry_at = 0.0  # one more try to connect, whatever the backoff
+            if self.out.nbytes > SHED_BYTES:  # a backlog: the newest series go instead of it
+                self.count(UNSENT, self.out.drop_low())
             stalled = self._drain(deadline - 0.25)  # what is buffered
+            if not stalled:  # each series' newest shed point: the run's last values
+                with self._count_lock:
+                    last, self._last_shed = self._last_shed, {}
+                    if last:
+                        self.drops[SHED] -= len(last)  # counted when shed; sent now
+                self.queue.extend(last.values())
             # a paused supervisor: encoding the queued series would only cost time
             self._encode(skip_low=stalled)
             if not stalled:
@@ -545,6 +564,13 @@ class Outbound:
         self.hi.clear()
         self.lo.clear()
         self.head, self.nbytes = None, 0
+        return n
+
+    def drop_low(self) -> int:
+        """Drop the series not begun (the low entries); returns the records dropped."""
+        n = sum(d.count(b"\n") * k for d, k in self.lo)
+        self.nbytes -= sum(len(d) for d, _ in self.lo)
+        self.lo.clear()
         return n
 
     def cut(self) -> int:
