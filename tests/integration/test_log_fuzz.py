@@ -31,21 +31,36 @@ SEED = 15
 DAY = 86_400.0
 
 
-@pytest.fixture(scope="session")
-def real_log(tmp_path_factory):
-    """The lines (bytes, each ending in a newline) of a real 6-step ``tm`` run's log."""
-    work = tmp_path_factory.mktemp("fuzz_run")
-    out = run_tm(["--", sys.executable, EXAMPLE, "--steps", "6"], work)
+def _tm_log(work, *flags):
+    """A ``tm`` run of the example GPT (6 steps) in ``work``: its log's lines, each record's
+    time a day back (re-encoded; ``n`` kept)."""
+    out = run_tm([*flags, "--", sys.executable, EXAMPLE, "--steps", "6"], work)
     assert out.returncode == 0, out.stderr
     lines = []
     for line in (run_folders(work / ".trainmeter")[-1] / "run.jsonl").read_bytes().splitlines():
         rec = json.loads(line)
         rec["t"] -= DAY
         lines.append((json.dumps(rec, separators=(",", ":")) + "\n").encode())
-    kinds = {json.loads(x)["k"] for x in lines}
-    assert {"run_start", "step", "series", "gpu", "model", "run_end"} <= kinds
     assert all("n" in json.loads(x) for x in lines)  # the supervisor stamps every line
     return lines
+
+
+@pytest.fixture(scope="session")
+def real_logs(tmp_path_factory):
+    """Two real logs: a CPU run (no GPUs: its gpu records hold only the host) and one under
+    the fake two-GPU backend (gpu_devices and gpu records with device entries to mutate)."""
+    cpu = _tm_log(tmp_path_factory.mktemp("fuzz_cpu"))
+    fake = _tm_log(tmp_path_factory.mktemp("fuzz_gpu"), "--gpu-backend", "fake:h100x2")
+    kinds = {json.loads(x)["k"] for x in cpu}
+    assert {"run_start", "step", "series", "gpu", "model", "run_end"} <= kinds
+    assert any(b'"index":1' in x for x in fake if b'"k":"gpu"' in x)  # GPU 1's samples
+    return [cpu, fake]
+
+
+@pytest.fixture(scope="session")
+def real_log(real_logs):
+    """The CPU run's log (the specific tests pin figures of it)."""
+    return real_logs[0]
 
 
 # -- mutations ------------------------------------------------------------------------------
@@ -192,13 +207,13 @@ def read_everything(lines, folder, files=True):
     return snap
 
 
-def test_thousands_of_mutated_real_logs_never_make_a_reader_raise(real_log, tmp_path):
+def test_thousands_of_mutated_real_logs_never_make_a_reader_raise(real_logs, tmp_path):
     rng = random.Random(SEED)
     folder = tmp_path / ".trainmeter" / "runs" / "20240101-000000-fuzz"
     folder.mkdir(parents=True)
     states, skipped, t0 = set(), 0, time.monotonic()
     for k in range(VARIANTS):
-        lines = mutate(rng, real_log)
+        lines = mutate(rng, real_logs[k % 2])
         try:
             snap = read_everything(lines, folder, files=k % 10 == 0)
         except Exception as exc:  # say which variant, so it can be replayed by hand
@@ -211,13 +226,14 @@ def test_thousands_of_mutated_real_logs_never_make_a_reader_raise(real_log, tmp_
     print(f"{VARIANTS} variants in {time.monotonic() - t0:.1f} s")
 
 
-def test_mutated_logs_through_the_real_cli_print_no_traceback(real_log, tmp_path):
+def test_mutated_logs_through_the_real_cli_print_no_traceback(real_logs, tmp_path):
     rng = random.Random(SEED + 1)
     runs = tmp_path / ".trainmeter" / "runs"
     for k in range(CLI_VARIANTS):
         folder = runs / f"20240101-0000{k:02d}-fuzz"
         folder.mkdir(parents=True)
-        (folder / "run.jsonl").write_bytes(b"".join(mutate(rng, real_log)))
+        (folder / "run.jsonl").write_bytes(b"".join(mutate(rng, real_logs[k % 2])))
+    real_log = real_logs[0]
     bad = runs / "20240101-000099-fuzz"
     bad.mkdir()
     (bad / "run.jsonl").write_bytes(b"[" * 10_000 + b"\n" + b"".join(real_log[1:]))
@@ -275,7 +291,7 @@ def test_the_lines_the_issue_names_are_skipped_and_counted_by_kind(real_log):
     assert by == {
         "note: JSON nested deeper than 64": 1,
         "segment_start: segment_start: 'opts' must be an object": 1,
-        "gpu: gpu: 'energy_mj' must be a finite number or null, got str": 1,
+        "gpu: gpu: 'energy_mj' must be a finite number >= 0 or null, got str": 1,
         "gpu: gpu: 'index' must be an int >= 0, got [0]": 1,
     }
     assert snap["step"] == base["step"] == 6 and snap["tokens"] == base["tokens"]

@@ -456,7 +456,7 @@ class Engine:
         gpus = self._gpus()
         if gpus == 0 and peak is not None:
             gpus = 1  # a declared peak on a CPU run: MFU divides by one device
-        budget_flops = _positive(self.opts.get("budget_flops"))
+        budget_flops = _one_or_more(self.opts.get("budget_flops"))
         budget = self._budget_tokens(budget_flops, fpt.get(convention))
         elapsed = self._elapsed(now)
         moving = self._moving()
@@ -550,10 +550,10 @@ class Engine:
     def _budget_tokens(self, budget_flops: float | None, fpt: float | None) -> float | None:
         """The declared token budget; else ``budget_flops / fpt`` (FLOP over FLOP/token under
         the run's convention, docs/spec.md "Snapshot keys for the dashboard")."""
-        declared = _positive(self.opts.get("budget_tokens"))
+        declared = _one_or_more(self.opts.get("budget_tokens"))
         if declared is not None or budget_flops is None or not fpt:
             return declared
-        return budget_flops / fpt
+        return _one_or_more(budget_flops / fpt)
 
     def _plan(self, peak, gpus: int, fpt: float | None, budget, moving: bool) -> dict | None:
         """The snapshot's ``plan``: :func:`plan.plan` at the declared or default MFU."""
@@ -593,8 +593,7 @@ class Engine:
     def _declared_peak(self) -> float | None:
         """``--peak`` (FLOP/s) when it is a finite number >= 1; a log's 0, 5e-324 or "x" is no
         declared peak (MFU would divide by it)."""
-        peak = _positive(self.opts.get("peak_flops"))
-        return peak if peak is not None and peak >= 1 else None
+        return _one_or_more(self.opts.get("peak_flops"))
 
     def _device(self) -> str | None:
         """The device name the peak is looked up by: ``--device``, else the model's device,
@@ -717,6 +716,13 @@ def unclosed_text(t: float) -> str:
     except (OverflowError, OSError, ValueError):  # a time beyond what the C library takes
         hms = "an unknown time"
     return f"ended without a close (supervisor stopped at {hms})"
+
+
+def _one_or_more(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number >= 1 (a budget of tokens or FLOPs, a
+    peak in FLOP/s: below one, a log's 5e-324 would make progress or MFU overflow), else None."""
+    x = _positive(value)
+    return x if x is not None and x >= 1 else None
 
 
 def _positive(value: Any) -> float | None:

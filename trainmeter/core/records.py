@@ -214,11 +214,17 @@ def _str_map(x: Any) -> bool:
             and all(isinstance(v, str) and len(v) <= MAX_TEXT for v in x.values()))  # fmt: skip
 
 
+def _counter_ok(x: Any) -> bool:
+    """null, or a number in [0, 2**64]: what a sampler reading can be (NVML's counters are
+    64-bit); sums and differences of such readings stay finite."""
+    return x is None or (_is(x, _NUM) and _finite(x) and 0 <= x <= 2**64)
+
+
 def _number_map(x: Any) -> bool:
-    """null, or a bounded dict of finite numbers (bytes per pid)."""
+    """null, or a bounded dict of readings (bytes per pid), each as :func:`_counter_ok`."""
     if x is None:
         return True
-    return isinstance(x, dict) and len(x) <= MAX_LIST and all(_number_ok(v) for v in x.values())
+    return isinstance(x, dict) and len(x) <= MAX_LIST and all(_counter_ok(v) for v in x.values())
 
 
 def _check_opts(kind: str, opts: Any) -> None:
@@ -288,12 +294,9 @@ def _check_entry(kind: str, d: Any) -> None:
             _need(_str_map(v), kind, "'missing' must be an object of strings")
         elif k in ("process_mem_bytes", "rss_by_pid"):
             _need(_number_map(v), kind, f"{k!r} must be an object of numbers")
-        elif k in _GPU_NUMBERS:
-            _need(
-                _number_ok(v),
-                kind,
-                f"{k!r} must be a finite number or null, got {type(v).__name__}",
-            )
+        elif k in _GPU_NUMBERS:  # counters and readings: >= 0, within NVML's 64 bits
+            got = type(v).__name__
+            _need(_counter_ok(v), kind, f"{k!r} must be a finite number >= 0 or null, got {got}")
         else:
             _need(_scalar_ok(v), kind, f"{k[:40]!r} must be a JSON scalar (finite)")
 
