@@ -311,6 +311,9 @@ def test_close_on_a_stalled_socket_counts_queued_series_unencoded_and_keeps_the_
     assert took < 2 * sm.CLOSE_STALL_S + 0.3, took
     assert "series" not in encoded and encoded.count("steps") == 1, (encoded, s.drops)
     assert s.drops[sm.UNSENT] >= 40_000 + 1  # the late series, the step cut with the buffer
+    sup.reading.set()  # resumed after the child's exit: what reached it is whole lines
+    time.sleep(0.5)
+    assert len(sup.conns) == 1  # no connection after close(), none begun mid-line (a bug)
 
 
 def test_close_sends_each_series_newest_shed_point_and_takes_it_off_the_shed_count(

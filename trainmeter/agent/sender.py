@@ -315,6 +315,8 @@ class Sender:
             else:
                 self._wake.wait(wait)
                 self._wake.clear()
+            if self._stop.is_set():  # close() does the last flush
+                return
             n = len(self.queue)
             if not self.flush():
                 return
@@ -459,9 +461,10 @@ class Sender:
             return
         try:
             self._retry_at = 0.0  # one more try to connect, whatever the backoff
+            # what is buffered, for at most CLOSE_STALL_S: does the socket take anything?
+            stalled = self._drain(min(deadline - 0.25, time.monotonic() + CLOSE_STALL_S))
             if self.out.nbytes > SHED_BYTES:  # a backlog: the newest series go instead of it
                 self.count(UNSENT, self.out.drop_low())
-            stalled = self._drain(deadline - 0.25)  # what is buffered
             if not stalled:  # each series' newest shed point: the run's last values
                 with self._count_lock:
                     last, self._last_shed = self._last_shed, {}
@@ -471,12 +474,14 @@ class Sender:
             # a paused supervisor: encoding the queued series would only cost time
             self._encode(skip_low=stalled)
             if not stalled:
+                self._retry_at = 0.0  # no supervisor: the queue is counted "supervisor gone"
                 self._drain(deadline - 0.25)
             unsent = self.out.cut()  # all but the rest of a line half written
             self.count(UNSENT, unsent)
             self._queue_drops(force=True)
             self._drain(deadline)  # a supervisor just resumed reads it
             delivered = self.out.nbytes == 0
+            self.out.clear()  # counted above: a later connection must not begin mid-line
             self._drop_socket()
         finally:
             self._lock.release()
@@ -499,10 +504,12 @@ class Sender:
             if self.out.nbytes < before:
                 moved = now
             sock = self._sock
-            if sock is None or not self.out.nbytes or now >= until:
+            if sock is None or not self.out.nbytes:
                 return False
             if now >= moved + CLOSE_STALL_S:
                 return True
+            if now >= until:
+                return False
             _wait_on(sock, read=False, write=True, timeout=min(until, moved + CLOSE_STALL_S) - now)
         return False
 
