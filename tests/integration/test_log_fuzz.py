@@ -17,6 +17,7 @@ from conftest import EXAMPLE, run_tm
 
 from trainmeter import cli
 from trainmeter.core import passport as core_passport
+from trainmeter.core import records
 from trainmeter.core.engine import replay, unclosed_text
 from trainmeter.core.summary import summary_line
 from trainmeter.exports import passport_files, wandb
@@ -47,14 +48,35 @@ def _tm_log(work, *flags):
 
 @pytest.fixture(scope="session")
 def real_logs(tmp_path_factory):
-    """Two real logs: a CPU run (no GPUs: its gpu records hold only the host) and one under
-    the fake two-GPU backend (gpu_devices and gpu records with device entries to mutate)."""
+    """Two real logs and a notebook-shaped copy of one: a CPU run (no GPUs: its gpu records
+    hold only the host), one under the fake two-GPU backend (gpu_devices and gpu records with
+    device entries to mutate), and the CPU run as two cells."""
     cpu = _tm_log(tmp_path_factory.mktemp("fuzz_cpu"))
     fake = _tm_log(tmp_path_factory.mktemp("fuzz_gpu"), "--gpu-backend", "fake:h100x2")
     kinds = {json.loads(x)["k"] for x in cpu}
     assert {"run_start", "step", "series", "gpu", "model", "run_end"} <= kinds
     assert any(b'"index":1' in x for x in fake if b'"k":"gpu"' in x)  # GPU 1's samples
-    return [cpu, fake]
+    return [cpu, fake, _with_cells(cpu)]
+
+
+def _with_cells(lines):
+    """The CPU log as a notebook's would be, two cells: a segment_end and a segment_start
+    (with options) between its steps, and the kinds a tm run rarely writes (tokens_counting, a
+    dropped record), all made by records.make and numbered in order."""
+    recs = [json.loads(x) for x in lines]
+    mid = next(i for i, r in enumerate(recs) if r["k"] == "step" and r["step"] == 3)
+    t = recs[mid]["t"]
+    extra = [
+        records.make("segment_end", t + 0.01, segment=1, status="ok"),
+        records.make("segment_start", t + 0.02, segment=2, opts={"budget_tokens": 40_000}),
+        records.make("tokens_counting", t + 0.03, counting="non-pad", rank=0, reason=None),
+        records.make("dropped", t + 0.04, source="agent", counts={"unsent at exit": 3},
+                     pid=1, rank=0),
+    ]  # fmt: skip
+    recs[mid + 1 : mid + 1] = extra
+    for n, r in enumerate(recs, 1):
+        r["n"] = n
+    return [(json.dumps(r, separators=(",", ":")) + "\n").encode() for r in recs]
 
 
 @pytest.fixture(scope="session")
@@ -213,7 +235,7 @@ def test_thousands_of_mutated_real_logs_never_make_a_reader_raise(real_logs, tmp
     folder.mkdir(parents=True)
     states, skipped, t0 = set(), 0, time.monotonic()
     for k in range(VARIANTS):
-        lines = mutate(rng, real_logs[k % 2])
+        lines = mutate(rng, real_logs[k % 3])
         try:
             snap = read_everything(lines, folder, files=k % 10 == 0)
         except Exception as exc:  # say which variant, so it can be replayed by hand
@@ -232,7 +254,7 @@ def test_mutated_logs_through_the_real_cli_print_no_traceback(real_logs, tmp_pat
     for k in range(CLI_VARIANTS):
         folder = runs / f"20240101-0000{k:02d}-fuzz"
         folder.mkdir(parents=True)
-        (folder / "run.jsonl").write_bytes(b"".join(mutate(rng, real_logs[k % 2])))
+        (folder / "run.jsonl").write_bytes(b"".join(mutate(rng, real_logs[k % 3])))
     real_log = real_logs[0]
     bad = runs / "20240101-000099-fuzz"
     bad.mkdir()
