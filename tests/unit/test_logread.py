@@ -125,3 +125,19 @@ def test_a_log_still_being_written_is_running_when_its_last_record_is_recent():
 def test_an_unreadable_path_raises_oserror(tmp_path):
     with pytest.raises(OSError):
         logread.read(tmp_path / "nope.jsonl")
+
+
+def test_swapped_lines_are_neither_missing_nor_duplicates():
+    lines = _log(4)
+    lines[2], lines[3] = lines[3], lines[2]  # n = 4 before n = 3
+    recs, reader = logread.read(lines)
+    assert len(recs) == 6 and reader.skipped == {}
+
+
+def test_a_second_writer_numbering_from_1_again_is_not_a_repeat():
+    first = _log(2, end=False)
+    again = [_line({**START, "id": "r2"}, 1), _line(_step(9), 2)]  # another run_start line
+    recs, reader = logread.read([*first, *again])
+    assert len(recs) == 5 and reader.skipped == {}
+    recs, reader = logread.read([*first, first[0]])  # the same first line again: a repeat
+    assert reader.skipped == {("run_start", "duplicate line"): 1}
