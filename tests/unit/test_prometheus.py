@@ -96,6 +96,13 @@ def test_step_tokens_rate_and_mfu_are_the_snapshots_with_node_and_convention_lab
     assert _get(s, "trainmeter_run_state", state="finished") == 0
 
 
+def test_a_run_that_ended_without_a_close_is_state_ended_not_none():
+    # core.records.RUN_STATES is the one list: a replayed log with no run_end is "ended"
+    s = _scrape({**SNAP, "run": {**SNAP["run"], "state": "ended"}})
+    assert _get(s, "trainmeter_run_state", state="ended") == 1
+    assert sum(_get(s, "trainmeter_run_state", state=st) for st in records.RUN_STATES) == 1
+
+
 def test_run_info_names_the_job():
     s = _scrape(SNAP, job_id="slurm:77")
     (labels,) = [dict(k[1]) for k in s if k[0] == "trainmeter_run_info"]

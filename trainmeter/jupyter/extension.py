@@ -238,7 +238,7 @@ def show(run: str | None = None):
 
         log = find_run(run) / "run.jsonl"
         with open(log, "rb") as f:
-            eng = replay(f)
+            eng = replay(f, now=time.time())  # a run still written to is running
         widget.set_history(eng.timeline.full())
         widget.update(eng.snapshot())
     display(widget)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from trainmeter.core import counters
+from trainmeter.core.records import RUN_STATES
 from trainmeter.core.units import quoted
 
 INSTALL_HINT = '--prometheus needs prometheus-client: pip install "trainmeter[prometheus]"'
@@ -74,7 +75,6 @@ HOST_FIELDS = {  # hardware["host"] field -> (name stem, help)
     "mem_total_bytes": ("host_memory_total", "host memory"),
     "rss_bytes": ("training_resident_memory", "resident memory of the training processes"),
 }
-RUN_STATES = ("idle", "running", "finished", "failed", "interrupted")  # core.records.RUN_STATES
 TIME_BUCKETS = ("compute", "data", "checkpoint", "eval", "other")  # they add up to elapsed_s
 
 
