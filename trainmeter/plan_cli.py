@@ -103,7 +103,8 @@ def _whole_count(text: str) -> int:
     try:
         return _whole(text)
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a GPU count >= 1") from None
+        why = f"{quoted(text)} is not a GPU count from 1 to 1e12"
+        raise argparse.ArgumentTypeError(why) from None
 
 
 def parser() -> argparse.ArgumentParser:

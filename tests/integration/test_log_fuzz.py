@@ -312,9 +312,9 @@ def test_the_lines_the_issue_names_are_skipped_and_counted_by_kind(real_log):
     by = snap["log"]["by"]
     assert by == {
         "note: JSON nested deeper than 64": 1,
-        "segment_start: segment_start: 'opts' must be an object": 1,
-        "gpu: gpu: 'energy_mj' must be a finite number >= 0 or null, got str": 1,
-        "gpu: gpu: 'index' must be an int >= 0, got [0]": 1,
+        "segment_start: 'opts' must be an object": 1,
+        "gpu: 'energy_mj' must be a finite number >= 0 or null, got str": 1,
+        "gpu: 'index' must be an int >= 0, got [0]": 1,
     }
     assert snap["step"] == base["step"] == 6 and snap["tokens"] == base["tokens"]
     assert snap["run"]["state"] == "finished"

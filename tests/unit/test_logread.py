@@ -71,7 +71,7 @@ def test_invalid_utf8_and_bad_records_are_counted_by_kind_and_reason():
     lines.insert(1, _line({**START, "opts": [1, 2]}))
     _, reader = logread.read(lines)
     assert reader.skipped[("note", "not UTF-8")] == 1  # the kind read from the line's head
-    assert reader.skipped[("run_start", "run_start: 'opts' must be an object")] == 1
+    assert reader.skipped[("run_start", "'opts' must be an object")] == 1  # kind said once
 
 
 def test_duplicated_lines_are_skipped_and_counted_and_tokens_are_not_double_counted():

@@ -89,9 +89,12 @@ def parse(line: bytes | str) -> dict[str, Any]:
     return validate(rec)
 
 
-def _reason(exc: RecordError) -> str:
-    """A short, bounded reason: the message up to its first quoted value."""
+def _reason(exc: RecordError, kind: str | None = None) -> str:
+    """A short, bounded reason: validate's message without the kind it starts with (the count
+    is keyed by kind already), cut to 100 characters."""
     text = str(exc)
+    if kind and text.startswith(f"{kind}: "):
+        text = text[len(kind) + 2 :]
     return text[:100]
 
 
@@ -165,7 +168,8 @@ class LogReader:
                 self.cut = True
                 self.count("line", CUT)
             else:
-                self.count(_kind_of(line), _reason(exc))
+                kind = _kind_of(line)
+                self.count(kind, _reason(exc, kind))
             return None
         if not self._in_sequence(rec, line):
             self.count(rec["k"], DUPLICATE)
