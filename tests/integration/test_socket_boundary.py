@@ -255,7 +255,12 @@ def test_bad_lines_of_every_kind_print_no_traceback(supervisor):
                 pass  # the subscriber waits for a change: it lives, that is all
     reply = client.request(path, "segment_end", status=["x"], error=5)  # fields of wrong types
     by = reply["snapshot"]["dropped"]["by"]
-    assert by == {"malformed record (supervisor)": 3, "malformed control line (supervisor)": 3}
+    assert by == {
+        "malformed record (supervisor)": 3,
+        "malformed control line (supervisor)": 3,
+        "malformed first line (supervisor)": 2,  # not json, [1, 2]: closed, counted
+        "unknown request (supervisor)": 1,  # cmd ["x"]
+    }
     assert "Traceback" not in _stop(proc, path)
 
 
@@ -395,17 +400,22 @@ def test_under_tm_a_forger_is_refused_and_the_summary_line_says_it(tmp_path):
         "r.connect(os.environ['TRAINMETER_SOCKET'])",
         "r.sendall(b'{\"ctl\": \"request\", \"cmd\": \"end_run\"}\\n')",
         "print(r.recv(1000).decode().strip())",
+        "g = socket.socket(socket.AF_UNIX)",  # a first line that is no hello at all
+        "g.connect(os.environ['TRAINMETER_SOCKET'])",
+        "g.sendall(b'garbage\\n')",
+        "g.recv(10)",  # closed by the supervisor
     ])  # fmt: skip
     out = run_tm(["--no-web", "--", sys.executable, "-c", code], tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["ok"] is False  # tm takes no request that changes the run
     assert "Traceback" not in out.stderr
     summary = out.stderr.strip().splitlines()[-1]
-    assert "2 records dropped (1 line too long (supervisor), 1 kind not allowed" in summary
+    assert "4 records dropped (1 line too long (supervisor), " in summary, summary  # 3 named
     log = read_log(tmp_path)
     assert [r["k"] for r in log].count("run_end") == 1
     assert log[-2]["k"] == "dropped" and log[-2]["counts"] == {
-        "line too long": 1, "kind not allowed from an agent": 1}  # fmt: skip
+        "line too long": 1, "kind not allowed from an agent": 1, "unknown request": 1,
+        "malformed first line": 1}  # fmt: skip
 
 
 @pytest.mark.parametrize("alive", [True, False])

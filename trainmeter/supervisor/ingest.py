@@ -157,7 +157,8 @@ class _Handler(socketserver.StreamRequestHandler):
         self._slice = (time.monotonic(), 0, 0)  # start, bytes, lines of the rate's slice
         live = self.server.live
         try:
-            first = _json(next(self._lines(), b""))
+            head = next(self._lines(), b"")
+            first = _json(head)
             if isinstance(first, dict) and first.get("ctl") == "agent":
                 with live.cond:  # an agent from now on, before it stops opening
                     live.agents_connected += 1
@@ -165,9 +166,13 @@ class _Handler(socketserver.StreamRequestHandler):
         finally:
             with live.cond:
                 live.opening -= 1
-        if not isinstance(first, dict):
+        kind = first.get("ctl") if isinstance(first, dict) else None
+        if kind not in ("agent", "subscribe", "request"):
+            if head.strip():  # a connection that sent nothing (a port check) is no loss
+                live.count_drop("malformed first line",
+                                note="closed a connection whose first line is not a hello, a "
+                                     "subscribe or a request")  # fmt: skip
             return
-        kind = first.get("ctl")
         try:
             if kind == "agent":
                 self._agent(first)
@@ -288,6 +293,8 @@ class _Handler(socketserver.StreamRequestHandler):
         cmd = msg.get("cmd")
         handler = self.server.commands.get(cmd) if isinstance(cmd, str) else None
         if handler is None:
+            self.server.live.count_drop("unknown request",
+                                        note=f"refused the request {str(cmd)[:40]!r}")  # fmt: skip
             return {"ok": False, "error": f"unknown command {str(cmd)[:40]!r}"}
         if cmd not in READ_ONLY and not self._from_controller():
             self.server.live.count_drop(
