@@ -16,6 +16,10 @@ AKIA = "AKIAIOSFODNN7EXAMPLE"  # AWS's documented example id
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # AWS's documented example secret
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
 RANDOM = "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY2z"  # 34 random-looking characters, 10 digits
+GLPAT = "glpat-" + "x" * 20  # GitLab's personal access token: 20 characters after glpat-
+STRIPE = "sk_live_51H" + "abcdefghijklmnopqrstuv"  # Stripe secret key; rk_live_ is restricted
+NPM = "npm_" + "abcdefghijklmnopqrstuvwxyz0123456789"  # 36 characters, as npm issues them
+SLACK_HOOK = "https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24
 
 CASES = [
     # by shape, wherever it stands
@@ -32,6 +36,26 @@ CASES = [
     (["call", JWT], ["call", "***"]),
     (["-H", f"Authorization: Bearer {RANDOM}"], ["-H", "Authorization: Bearer ***"]),
     (["-H", "Authorization: Basic dXNlcjpwYXNzd29yZA=="], ["-H", "Authorization: Basic ***"]),
+    (["train.py", GLPAT], ["train.py", "***"]),
+    (["--stripe", STRIPE], ["--stripe", "***"]),
+    (["--x=rk_live_51H" + "Zz09" * 6], ["--x=***"]),
+    (["publish", NPM], ["publish", "***"]),
+    (["--notify", SLACK_HOOK], ["--notify", "https://hooks.slack.com/services/***"]),
+    # headers: a Name: value whose name is a secret's, the scheme kept
+    (["x-api-key:qwertyuiop"], ["x-api-key:***"]),
+    (["-H", "X-Auth-Token: abc"], ["-H", "X-Auth-Token: ***"]),
+    (["--header", "Authorization: token ghx"], ["--header", "Authorization: token ***"]),
+    (["-H", "Authorization: Bearer short"], ["-H", "Authorization: Bearer ***"]),  # < 8 chars
+    # URL query parameters and JSON keys, by name
+    (["https://x.com/?api_key=zz9secret&x=1"], ["https://x.com/?api_key=***&x=1"]),
+    (
+        ["--url", "https://h/d?page=2&access_token=t0k"],
+        ["--url", "https://h/d?page=2&access_token=***"],
+    ),
+    (['{"api_key": "supersecret1"}'], ['{"api_key": "***"}']),
+    (['{"password":"supersecret2"}'], ['{"password":"***"}']),
+    (["--config", '{"token":"supersecret3"}'], ["--config", '{"token":"***"}']),
+    (["--cfg", '{"a": "b", "secret": "c\\"d"}'], ["--cfg", '{"a": "b", "secret": "***"}']),
     # URLs with a password keep the user and host
     (
         ["--db", "postgres://user:PASSWORD@host:5432/db"],
@@ -55,6 +79,12 @@ CASES = [
     (["--signature=deadbeef"], ["--signature=***"]),
     (["--sentry-dsn", "https://k@o1.ingest.sentry.io/1"], ["--sentry-dsn", "***"]),
     (["--key", "7"], ["--key", "***"]),  # exactly "key": even a number
+    (["--pw", "1234"], ["--pw", "***"]),  # exactly "pw" or "pwd": even a number
+    (["--pwd", "hunter2"], ["--pwd", "***"]),
+    (["--passwd=hunter2"], ["--passwd=***"]),
+    (["--authorization", "x"], ["--authorization", "***"]),  # not the harmless "author"
+    (["--token", "./tok"], ["--token", "***"]),  # a path, but its name says no file/path/dir
+    (["--credentials", "true"], ["--credentials", "true"]),  # a switch's value, kept
     (["--aws-secret-access-key", AWS_SECRET], ["--aws-secret-access-key", "***"]),
     (
         ["aws", "configure", "set", "aws_secret_access_key", AWS_SECRET],
@@ -66,6 +96,21 @@ CASES = [
     (["wandb.api_key=abc"], ["wandb.api_key=***"]),
     (["DB_PASSWORD=1234"], ["DB_PASSWORD=***"]),
     (["SESSION_COOKIE=x"], ["SESSION_COOKIE=***"]),
+    (["--env=SECRET=bar"], ["--env=SECRET=***"]),  # nested in a flag's value
+    (["--set", "a.b=HF_TOKEN=x"], ["--set", "a.b=HF_TOKEN=***"]),
+    (["API_KEY=abc def"], ["API_KEY=***"]),  # the whole value, spaces and all
+    # an argument of several words: each word as an argument, the whitespace kept
+    (["--hf_token hf_x"], ["--hf_token ***"]),
+    (["--openai-key sk-inline"], ["--openai-key ***"]),
+    (
+        ["bash", "-c", "python s.py --api-key abc123xyz --password=hunter3"],
+        ["bash", "-c", "python s.py --api-key *** --password=***"],
+    ),
+    (["--model=gpt2  --token abc"], ["--model=gpt2  --token ***"]),
+    (
+        ["sh", "-c", """curl -H 'X-Api-Key: k1' -d '{"token": "t 2"}' https://h/?sig=9"""],
+        ["sh", "-c", """curl -H 'X-Api-Key: ***' -d '{"token": "***"}' https://h/?sig=9"""],
+    ),
     # a long random-looking positional, and one after a short flag
     (["run", RANDOM], ["run", "***"]),
     (["-t", RANDOM], ["-t", "***"]),
@@ -83,6 +128,11 @@ KEPT = [
     ["--url", "https://example.com/path?q=1", "--db", "postgres://host:5432/db"],
     ["--run-id", "123e4567-e89b-12d3-a456-426614174000", "--", "script.py"],
     ["--keyboard-layout", "us", "--save-every", "1000", "--notes", "a b c"],
+    ["--use-auth", "false", "--auth-mode", "none", "--use-token=True", "--password", "off"],
+    ["--key-file=/root/.ssh/id_rsa", "--private-key-file", "/k.pem", "--ssh-key-path", "~/.ssh/id"],
+    ["--token-dir", "./tok", "--keys_path=../keys", "--password-file", "/run/secrets/db"],
+    ["uvicorn", "app.keys:app", "--host", "tokenserver:8080", "--notes", "x: y"],
+    ["--url", "https://x.com/a?page=2&q=tok", '{"lr": "3e-4"}', "--cmd", "python t.py --lr 1"],
 ]
 
 
@@ -103,6 +153,10 @@ def test_arguments_that_are_not_secrets_are_left_alone(argv):
 def test_text_keeps_what_surrounds_a_secret():
     text = f"login {SK} at postgres://u:pw@h/db done"
     assert redact_text(text) == "login *** at postgres://u:***@h/db done"
+    text = 'curl -H "X-Auth-Token: abc" "https://h/?token=t&n=1" -d {"pass": "p"} done'
+    assert redact_text(text) == (
+        'curl -H "X-Auth-Token: ***" "https://h/?token=***&n=1" -d {"pass": "***"} done'
+    )
 
 
 def test_random_looking_needs_length_both_cases_and_digits():

@@ -5,23 +5,34 @@ A value is replaced by ``***`` when any of these says it is a secret (docs/relia
 "Secrets"; ``tests/unit/test_redact.py`` pins each form):
 
 - **its shape**, anywhere in any argument: OpenAI/Anthropic-style ``sk-...``, GitHub
-  ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/``github_pat_``, Hugging Face ``hf_...``, Slack
-  ``xox[abprs]-...``, AWS access key ids (``AKIA``/``ASIA`` + 16), JWTs (``eyJ...``, three
-  dot-separated parts), ``Bearer``/``Basic`` credentials, and the password of a URL
-  (``scheme://user:PASSWORD@host`` keeps ``scheme://user:***@host``);
-- **its flag's name**: the value after a flag (``--flag value``, ``--flag=value``) whose name
+  ``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_``/``github_pat_``, GitLab ``glpat-``/``gldt-``/
+  ``glrt-``/``glptt-``, Stripe ``sk_live_``/``rk_live_`` (and ``_test_``), npm ``npm_...``,
+  Hugging Face ``hf_...``, Slack ``xox[abprs]-...`` and a Slack webhook's path
+  (``https://hooks.slack.com/services/***``), AWS access key ids (``AKIA``/``ASIA`` + 16), JWTs
+  (``eyJ...``, three dot-separated parts), ``Bearer``/``Basic`` credentials, and the password
+  of a URL (``scheme://user:PASSWORD@host`` keeps ``scheme://user:***@host``);
+- **its name**, given by the flag before it (``--flag value``, ``--flag=value``), a
+  ``NAME=VALUE`` assignment (``API_KEY=...``, ``wandb.api_key=...``, also nested in a flag's
+  value: ``--env=SECRET=***``), a header (``X-Api-Key: ***``, ``x-auth-token:***``), a URL
+  query parameter (``?api_key=***&x=1``), a JSON key (``{"token": "***"}``) or a bare
+  argument naming an AWS secret (``aws configure set aws_secret_access_key VALUE``): the name
   contains one of :data:`SECRET_WORDS` (key, token, secret, pass, auth, cookie, credential,
-  hmac, signature, dsn); the same for ``NAME=VALUE`` assignments (``API_KEY=...``,
-  ``wandb.api_key=...``) and for a bare argument naming an AWS secret
-  (``aws configure set aws_secret_access_key VALUE``);
+  hmac, signature, dsn) or is one of :data:`EXACT_SECRET_NAMES` (key, token, pass, pw, pwd,
+  pin);
 - **its look**, for a short flag's value (``-k VALUE``) and a positional argument: one of the
   shapes above, or a long random-looking string (:func:`looks_random`).
 
-Kept, deliberately: a plain number after a flag whose name only counts things
-(``--max-keys 5``, ``--max-new-tokens 128``, ``--pad-token-id 50256``, ``--passes 3``): a number
-is hidden only after a flag that names a secret outright (:data:`ALWAYS_WORDS`, or a name
-that is exactly ``key``, ``token``, ``pass``, ``pw`` or ``pin``); and names built on
-:data:`HARMLESS` words (``--tokenizer gpt2``, ``--author``, ``--keyboard``).
+An argument holding several words (``"--hf_token hf_x"``, ``bash -c "python t.py --api-key
+abc"``) is redacted whole by shape, then word by word as a command line of its own, with its
+whitespace kept.
+
+Kept, deliberately: a plain number after a name that only counts things (``--max-keys 5``,
+``--max-new-tokens 128``, ``--pad-token-id 50256``, ``--passes 3``): a number is hidden only
+after a name that names a secret outright (:data:`ALWAYS_WORDS`, or one of
+:data:`EXACT_SECRET_NAMES`); one of :data:`PLAIN_VALUES` (``--use-auth false``,
+``--auth-mode none``); a path (``/``, ``~``, ``./``, ``../``) after a name that also says
+file, path or dir (``--key-file /root/.ssh/id_rsa``); and names built on :data:`HARMLESS`
+words (``--tokenizer gpt2``, ``--author``, ``--keyboard``).
 """
 
 from __future__ import annotations
@@ -33,25 +44,43 @@ SECRET_WORDS = ("key", "token", "secret", "pass", "auth", "cookie", "credential"
                 "signature", "dsn")  # fmt: skip
 ALWAYS_WORDS = ("secret", "passw", "passphrase", "credential", "cookie", "hmac", "signature",
                 "dsn", "auth", "apikey", "api_key", "api-key", "private")  # fmt: skip
-EXACT_SECRET_NAMES = ("key", "token", "pass", "pw", "pin")
+EXACT_SECRET_NAMES = ("key", "token", "pass", "pw", "pwd", "pin")
 HARMLESS = ("tokenizer", "author", "keyboard", "monkey", "keyframe", "passes", "bypass",
             "compass", "passthrough", "keypoint")  # fmt: skip
+PLAIN_VALUES = ("true", "false", "none", "null", "yes", "no", "on", "off")
+PATH_WORDS = ("file", "path", "dir")
+PATH_STARTS = ("/", "~", "./", "../")
 
 # shapes of secrets, replaced wherever they appear (group "keep" is kept before the mask)
 _SHAPES = [
     re.compile(r"(?P<keep>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+(?=@)"),  # URL password
     re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{16,}"),  # sk-..., sk-proj-..., sk-ant-...
     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    re.compile(r"\bgl(?:pat|dt|rt|ptt)-[A-Za-z0-9_\-]{20,}"),  # GitLab tokens
+    re.compile(r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe secret and restricted keys
+    re.compile(r"\bnpm_[A-Za-z0-9]{36,}"),
     re.compile(r"\bhf_[A-Za-z0-9]{20,}"),
     re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"(?P<keep>\bhooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_\-]+"),
     re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"),  # a JWT
     re.compile(r"(?i)(?P<keep>\b(?:bearer|basic)\s+)[A-Za-z0-9+/=_\-.~]{8,}"),
+]
+# a value after its name, hidden when the name is a secret's (_hide): JSON, URL query, header
+_NAMED = [
+    re.compile(r'(?P<keep>"(?P<name>[^"\\]+)"\s*:\s*")(?P<value>(?:[^"\\]|\\.)*)(?=")'),
+    re.compile(r"(?P<keep>[?&](?P<name>[^=&#\s?]+)=)(?P<value>[^&#\s]*)"),
+    # Name: value, not a URL's scheme (//) nor a module path (pkg.mod:func)
+    re.compile(
+        r"(?i)(?<![\w.\-])(?P<keep>(?P<name>[a-z][\w\-]*):\s*(?:(?:bearer|basic|token)\s+)?)"
+        r"(?P<value>[^\s\"',;/][^\s\"',;]*)"
+    ),
 ]
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _ASSIGN = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)", re.S)
 _AWS_NAME = re.compile(r"aws_[a-z_]*(?:secret|token|key)[a-z_]*", re.I)
 _RANDOM = re.compile(r"[A-Za-z0-9+/=_\-]{32,}")
+_SPACE = re.compile(r"(\s+)")
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -64,7 +93,9 @@ def redact_argv(argv: list[str]) -> list[str]:
             hide_next = False
             out.append(_hidden_value(arg, out[-1]))
             continue
-        if arg.startswith("-") and len(arg) > 1 and not _NUMBER.fullmatch(arg):
+        if _several_words(arg):
+            text, hide_next = _words(arg), False
+        elif arg.startswith("-") and len(arg) > 1 and not _NUMBER.fullmatch(arg):
             text, hide_next = _flag(arg)
         elif _AWS_NAME.fullmatch(arg):
             text, hide_next = arg, True
@@ -75,9 +106,12 @@ def redact_argv(argv: list[str]) -> list[str]:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with every secret of a known shape replaced (``scheme://user:***@host``)."""
+    """``text`` with every secret of a known shape, or named before it (header, URL query,
+    JSON key), replaced (``scheme://user:***@host``)."""
     for shape in _SHAPES:
         text = shape.sub(_mask, text)
+    for named in _NAMED:
+        text = named.sub(_mask_named, text)
     return text
 
 
@@ -92,9 +126,12 @@ def looks_random(value: str) -> bool:
 
 
 def secret_name(name: str) -> bool:
-    """Does a flag or variable name (dashes stripped) name a secret (:data:`SECRET_WORDS`,
-    once :data:`HARMLESS` words are taken out)?"""
-    low = name.lower().lstrip("-")
+    """Does a flag or variable name (dashes stripped) name a secret (one of
+    :data:`EXACT_SECRET_NAMES`, or :data:`SECRET_WORDS` once :data:`HARMLESS` words are taken
+    out)?"""
+    low = re.sub("authori[sz]", "auth", name.lower().lstrip("-"))  # not HARMLESS's author
+    if low in EXACT_SECRET_NAMES:
+        return True
     for word in HARMLESS:
         low = low.replace(word, "")
     return any(w in low for w in SECRET_WORDS)
@@ -106,18 +143,29 @@ def _always(name: str) -> bool:
     return low in EXACT_SECRET_NAMES or any(w in low for w in ALWAYS_WORDS)
 
 
+def _plain(name: str, value: str) -> bool:
+    """A value that is no secret after a secret's name: a switch (``--use-auth false``), or a
+    path after a name that says it takes one (``--key-file /root/.ssh/id_rsa``)."""
+    if value.lower() in PLAIN_VALUES:
+        return True
+    low = name.lower()
+    return value.startswith(PATH_STARTS) and any(w in low for w in PATH_WORDS)
+
+
 def _hide(name: str, value: str) -> bool:
     """Hide ``value`` given after (or assigned to) ``name``?"""
-    if secret_name(name):
-        return _always(name) or not _NUMBER.fullmatch(value)
-    return looks_random(value)
+    if not secret_name(name):
+        return looks_random(value)
+    if _plain(name, value):
+        return False
+    return _always(name) or not _NUMBER.fullmatch(value)
 
 
 def _flag(arg: str) -> tuple[str, bool]:
     """A flag argument, redacted; and whether the next argument is its secret value."""
     if "=" in arg:
         name, value = arg.split("=", 1)
-        return (f"{name}={MASK}" if _hide(name, value) else f"{name}={redact_text(value)}"), False
+        return f"{name}={MASK if _hide(name, value) else _free(value)}", False
     if arg.startswith("--"):
         return arg, secret_name(arg)
     # a short flag: -k VALUE, or -kVALUE: hidden when the value looks like a secret
@@ -129,21 +177,44 @@ def _flag(arg: str) -> tuple[str, bool]:
 def _hidden_value(value: str, flag: str) -> str:
     """The argument after a flag that may take a secret (``flag`` as it was written out)."""
     if flag.startswith("--") or _AWS_NAME.fullmatch(flag):
-        return MASK if _hide(flag, value) else redact_text(value)
+        return MASK if _hide(flag, value) else _free(value)
     # after a short flag only the value's look says
-    return MASK if looks_random(value) else redact_text(value)
+    return MASK if looks_random(value) else _free(value)
 
 
 def _assignment(arg: str) -> str:
     """A positional argument: ``NAME=VALUE`` by its name, anything else by its look."""
     m = _ASSIGN.fullmatch(arg)
-    if m is not None and _hide(m["name"], m["value"]):
+    if m is None:
+        return MASK if looks_random(arg) else redact_text(arg)
+    if _hide(m["name"], m["value"]):
         return f"{m['name']}={MASK}"
-    if m is None and looks_random(arg):
-        return MASK
-    return redact_text(arg)
+    return f"{m['name']}={_free(m['value'])}"  # its value may name a secret: --env=A=B=C
+
+
+def _free(value: str) -> str:
+    """A value its name does not hide, redacted as a positional argument (``SECRET=x`` by
+    its name) or, holding several words, word by word."""
+    return _words(value) if _several_words(value) else _assignment(value)
+
+
+def _several_words(arg: str) -> bool:
+    """Several words, not one ``NAME=VALUE`` whose value has spaces (``--pass=a b``)."""
+    return _SPACE.search(arg.split("=", 1)[0]) is not None
+
+
+def _words(arg: str) -> str:
+    """An argument of several words: shapes over it whole (``Bearer X``, JSON), then each
+    word redacted as an argument of its own command line, the whitespace kept."""
+    parts = _SPACE.split(redact_text(arg))
+    parts[::2] = redact_argv(parts[::2])
+    return "".join(parts)
 
 
 def _mask(m: re.Match) -> str:
     keep = m.groupdict().get("keep") or ""
     return keep + MASK
+
+
+def _mask_named(m: re.Match) -> str:
+    return m["keep"] + MASK if _hide(m["name"], m["value"]) else m[0]
