@@ -71,10 +71,10 @@ def started():
         proc.wait(timeout=10)
 
 
-def _tm(started, workdir: Path, **popen) -> subprocess.Popen:
+def _tm(started, workdir: Path, child=None, **popen) -> subprocess.Popen:
     (workdir / "train.py").write_text(TRAIN)
-    cmd = [sys.executable, "-m", "trainmeter.cli", "-q", "--no-web", "--",
-           sys.executable, "train.py", str(workdir)]  # fmt: skip
+    child = child or [sys.executable, "train.py", str(workdir)]
+    cmd = [sys.executable, "-m", "trainmeter.cli", "-q", "--no-web", "--", *child]
     proc = subprocess.Popen(cmd, cwd=workdir, env=_env(), stdin=subprocess.DEVNULL,
                             start_new_session=True, **popen)  # fmt: skip
     started.append((proc, workdir))
@@ -88,8 +88,8 @@ def _wait_for(path: Path, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def _cleanup_ran_once(workdir: Path, proc: subprocess.Popen) -> None:
-    assert proc.wait(timeout=60) == 130  # the child's own exit code, passed on
+def _cleanup_ran_once(workdir: Path, proc: subprocess.Popen, rc: int = 130) -> None:
+    assert proc.wait(timeout=60) == rc  # the child's own exit code, passed on
     assert not (workdir / "second-interrupt").exists(), "a second SIGINT hit the cleanup"
     assert int((workdir / "saved").read_text()) >= 20 and (workdir / "ckpt.pt").exists()
 
@@ -119,6 +119,22 @@ def test_sigint_without_a_terminal_interrupts_once(started, workdir, target):
     else:
         os.kill(proc.pid, signal.SIGINT)
     _cleanup_ran_once(workdir, proc)
+
+
+@pytest.mark.parametrize("target", ["process group", "tm alone"])
+def test_a_script_a_shell_runs_gets_the_sigint_once_without_a_terminal(started, workdir, target):
+    # bash runs python as one step of several: the signal must reach python too, as a signal
+    # to the group would without tm (it reached bash alone); bash then goes on to its echo
+    script = f"{sys.executable} train.py {workdir}; echo after"
+    proc = _tm(started, workdir, child=["bash", "-c", script], stdout=subprocess.PIPE,
+               stderr=subprocess.DEVNULL)  # fmt: skip
+    _wait_for(workdir / "ready")
+    if target == "process group":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGINT)
+    _cleanup_ran_once(workdir, proc, rc=0)
+    assert proc.stdout.read().strip() == b"after"
 
 
 def test_a_child_without_a_terminal_does_not_outlive_a_killed_tm(started, workdir):

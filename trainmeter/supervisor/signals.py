@@ -59,15 +59,21 @@ def wait(proc: subprocess.Popen) -> int:
     """Wait for ``proc``, forwarding FORWARDED signals to it; returns its return code.
 
     A SIGINT or SIGQUIT is not forwarded while the controlling terminal's foreground group is
-    ``tm``'s own and the child is in it: the terminal has sent it to the child already.
+    ``tm``'s own and the child is in it: the terminal has sent it to the child already. A child
+    with a process group of its own gets the signal at that whole group, so a training script
+    a shell runs (``tm -- bash -c "python train.py; echo done"``) gets it as without ``tm``.
     """
-    shares_group = _pgid(proc.pid) == os.getpgrp()
+    group = _pgid(proc.pid)
+    shares_group = group == os.getpgrp()
 
     def forward(signum, frame):
         if signum in TERMINAL_SENT and shares_group and terminal_pgrp() == os.getpgrp():
             return
         try:
-            proc.send_signal(signum)
+            if shares_group or group is None:
+                proc.send_signal(signum)
+            else:  # its own group: to all of it, as to tm's group (bash -c "python train.py; ...")
+                os.killpg(group, signum)
         except ProcessLookupError:
             pass
 
