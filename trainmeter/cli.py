@@ -83,7 +83,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", metavar="NAME",
                    help='GPU for the peak: NVML name, row label or short name ("H100 SXM", '
                         "h100-sxm, mi300x; tm peaks lists them)")  # fmt: skip
-    p.add_argument("--dir", default=None, help="where .trainmeter runs go (default ./.trainmeter)")
+    p.add_argument("--dir", type=runs_dir_arg, default=None,
+                   help="where .trainmeter runs go (default ./.trainmeter)")  # fmt: skip
     p.add_argument("--dtype", type=dtype_arg,
                    help="the run's dtype for the peak: bf16, fp16, tf32, fp8, fp32 "
                         "(default: what the agent sees)")  # fmt: skip
@@ -185,6 +186,25 @@ def _prometheus(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def runs_dir_arg(text: str) -> str:
+    """argparse type for a run's ``--dir`` (``tm``, ``tm attach``): a folder that is there or
+    can be made, and written to (made here, before the child starts).
+
+    Raises: argparse.ArgumentTypeError naming the folder and why.
+    """
+    try:
+        if os.path.exists(text) and not os.path.isdir(text):
+            why = "not a folder"
+        else:
+            os.makedirs(text, exist_ok=True)
+            why = "" if os.access(text, os.W_OK | os.X_OK) else "not writable"
+    except (OSError, ValueError) as exc:  # a name too long, a NUL, no permission
+        why = getattr(exc, "strerror", None) or str(exc)
+    if why:
+        raise argparse.ArgumentTypeError(f"{quoted(text)}: {why}")
+    return text
+
+
 def name_arg(text: str) -> str:
     """argparse type for ``--name`` (``tm``, ``tm attach``): :func:`units.run_name`.
 
@@ -235,11 +255,13 @@ def _script_error(first: str) -> str | None:
 def _run_opts(args) -> dict:
     """Launch options recorded in the run log (physics only, never a price)."""
     budget = args.budget_tokens
-    peak = flag_value("--peak", parse_flops, args.peak) if args.peak else None
+    # "is not None": an empty value ("--peak ''") is refused, not taken as no value
+    peak = flag_value("--peak", parse_flops, args.peak) if args.peak is not None else None
     return {
-        "budget_tokens": flag_value("--budget-tokens", _budget, budget) if budget else None,
+        "budget_tokens": flag_value("--budget-tokens", _budget, budget)
+        if budget is not None else None,
         "budget_flops": flag_value("--budget-flops", parse_flops_budget, args.budget_flops)
-        if args.budget_flops else None,
+        if args.budget_flops is not None else None,
         "convention": args.convention,
         "peak_flops": peak,
         "device": device_opt(args.device, peak),
@@ -258,6 +280,8 @@ def device_opt(name: str | None, peak_flops: float | None) -> str | None:
 
     Raises: ValueError "--device: unknown GPU ... (did you mean ...?)" naming close names.
     """
+    if name is not None and not name.strip():
+        raise ValueError("--device: give a GPU name (tm peaks lists them)")
     try:
         peaks.check_gpu(name, peak_flops)
     except peaks.UnknownGPUError as exc:

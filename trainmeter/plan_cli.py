@@ -214,7 +214,7 @@ def architecture(args: argparse.Namespace) -> tuple[dict, presets.Architecture]:
     if found is not None:
         info = {"name": found.name, "source": "preset", "title": found.title}
         arch = found.arch
-    elif Path(args.model).exists() or args.model.endswith(".json") or "/" in args.model:
+    elif _looks_like_a_file(args.model):
         info = {"name": args.model, "source": "config", "title": None}
         arch = presets.read_hf_config(args.model, context=args.context)
     else:
@@ -223,11 +223,19 @@ def architecture(args: argparse.Namespace) -> tuple[dict, presets.Architecture]:
         close = difflib.get_close_matches(args.model.lower(), names, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise PlanUsageError(
-            f"unknown model {args.model!r}: not a preset "
+            f"unknown model {quoted(args.model)}: not a preset "
             f"({', '.join(p.name for p in presets.presets())}) nor a config.json file{hint}"
         )
     info["overrides"] = sorted(overrides)
     return info, dataclasses.replace(arch, **overrides) if overrides else arch
+
+
+def _looks_like_a_file(model: str) -> bool:
+    try:
+        exists = Path(model).exists()
+    except (OSError, ValueError):  # a name too long, or with a NUL: no such file
+        exists = False
+    return exists or model.endswith(".json") or "/" in model
 
 
 def run(argv: list[str]) -> tuple[argparse.Namespace, dict, plan.RunPlan]:

@@ -62,6 +62,19 @@ REFUSED = [
     (["attach", "--sample-hz", "inf", "1"], "the sampling rate is 1 to 10 Hz"),
     (["attach", "--name", "x" * 201, "1"], "a run name is 1 to 200 printable characters"),
     (["view", "--port", "1e400"], "is not a port"),
+    # an empty value is refused, never taken as no value
+    (["--budget-tokens", ""], "--budget-tokens: cannot read '' as a count"),
+    (["--budget-flops", ""], "--budget-flops: cannot read '' as a FLOPs count"),
+    (["--peak", ""], "--peak: cannot read '' as FLOP/s"),
+    (["--device", ""], "--device: give a GPU name"),
+    # a run's folder must be one that is there or can be made, and written to
+    (["--dir", "/etc/passwd"], "argument --dir: '/etc/passwd': not a folder"),
+    (["--dir", "/proc/1"], "argument --dir: '/proc/1': not writable"),
+    (["--dir", "x" * 5000], "File name too long"),
+    (["attach", "--dir", "/etc/passwd", "1"], "'/etc/passwd': not a folder"),
+    # tm plan's MODEL: no traceback for a name too long, no endless read of /dev/zero
+    (["plan", "x" * 5000, "--tokens", "1B"], "unknown model 'xxxx"),
+    (["plan", "/dev/zero", "--tokens", "1B"], "'/dev/zero' is over 16 MiB: not a config.json"),
 ]
 
 
@@ -104,6 +117,7 @@ MAGIC_REFUSED = [
     ("--peak nan", "--peak: cannot read 'nan' as FLOP/s"),
     (f"--name {'x' * 201}", "a run name is 1 to 200 printable characters"),
     (f"--device {'x' * 3000}", "--device: unknown GPU 'xxxx"),
+    ("--budget-tokens ''", "--budget-tokens: cannot read"),
 ]
 
 

@@ -34,6 +34,7 @@ from trainmeter.cli import (
     _Parser,
     _port,
     name_arg,
+    runs_dir_arg,
 )
 from trainmeter.core.summary import summary_line
 from trainmeter.core.units import quoted
@@ -71,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
                         f"next free one of {PORT_TRIES}; 0: any free port)")  # fmt: skip
     p.add_argument("--no-web", action="store_true", help="serve no dashboard page")
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
-    p.add_argument("--dir", default=None, help="where .trainmeter runs go (default ./.trainmeter)")
+    p.add_argument("--dir", type=runs_dir_arg, default=None,
+                   help="where .trainmeter runs go (default ./.trainmeter)")  # fmt: skip
     return p
 
 

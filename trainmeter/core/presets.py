@@ -17,12 +17,14 @@ from typing import Any
 
 from trainmeter.core import hfconfig
 from trainmeter.core.flops import ModelShape
+from trainmeter.core.units import quoted
 
 
 class ConfigError(ValueError):
     """A model description that cannot be planned; the message names the field at fault."""
 
 
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is kilobytes; more is the wrong file
 _POSITIVE = ("layers", "width", "heads", "vocab", "context", "ffn")
 _OPTIONAL = ("kv_heads", "head_dim")
 _FLAGS = ("gated_mlp", "tied_embeddings", "attention_bias", "mlp_bias", "norm_bias")
@@ -398,14 +400,21 @@ def read_hf_config(path: str | Path, context: int | None = None) -> Architecture
     field :func:`from_hf_config` cannot use (the message names the file and the field).
     """
     p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
     try:
-        config = json.loads(p.read_text(encoding="utf-8"))
+        if p.is_dir():
+            p = p / "config.json"
+        with open(p, "rb") as f:  # read at most MAX_CONFIG_BYTES: /dev/zero is no config
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read {p}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{p} is not valid JSON: {exc}") from None
+        raise ConfigError(f"cannot read {quoted(str(p))}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{quoted(str(p))} is over {MAX_CONFIG_BYTES >> 20} MiB: not a config.json"
+        )
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{p} is not valid JSON: {str(exc)[:100]}") from None
     try:
         return _from_hf_config(config, context)
     except ConfigError as exc:

@@ -162,7 +162,7 @@ def run_name(text: str) -> str:
     Raises: ValueError naming the rule.
     """
     if not isinstance(text, str) or not 0 < len(text) <= MAX_NAME or not text.isprintable():
-        raise ValueError(f"--name {quoted(text)}: a run name is 1 to {MAX_NAME} printable "
+        raise ValueError(f"{quoted(text)}: a run name is 1 to {MAX_NAME} printable "
                          "characters")  # fmt: skip
     return text
 

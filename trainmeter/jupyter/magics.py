@@ -256,13 +256,13 @@ def _opts(args) -> dict:
 
     try:
         if args.name is not None:
-            run_name(args.name)  # the run's name, checked as tm checks it (not an option)
-        peak = flag_value("--peak", parse_flops, args.peak) if args.peak else None
+            flag_value("--name", run_name, args.name)  # checked as tm does (not an option)
+        peak = flag_value("--peak", parse_flops, args.peak) if args.peak is not None else None
         return {
             "budget_tokens": flag_value("--budget-tokens", _budget, args.budget_tokens)
-            if args.budget_tokens else None,
+            if args.budget_tokens is not None else None,
             "budget_flops": flag_value("--budget-flops", parse_flops_budget, args.budget_flops)
-            if args.budget_flops else None,
+            if args.budget_flops is not None else None,
             "convention": args.convention,
             "peak_flops": peak,
             "device": _device(args.device, peak),
@@ -281,6 +281,8 @@ def _device(name: str | None, peak_flops: float | None) -> str | None:
     """
     if name and len(name) > 1 and name[0] == name[-1] and name[0] in "\"'":
         name = name[1:-1]
+    if name is not None and not name.strip():
+        raise ValueError("--device: give a GPU name (tm peaks lists them)")
     try:
         peaks.check_gpu(name, peak_flops)
     except peaks.UnknownGPUError as exc:
