@@ -24,3 +24,17 @@ def test_an_attached_run_says_what_is_unknown_rather_than_zero_steps():
     line = summary_line(snap)
     assert line == ("trainmeter: finished · watched process 4242 from outside (no agent: no "
                     "steps, tokens or FLOPs) · 5.6 s · log x/run.jsonl")  # fmt: skip
+
+
+def test_the_drop_text_names_three_reasons_and_says_one_record_in_the_singular():
+    from trainmeter.core.drops import drop_text
+
+    # by hand: 1 + 2 + 3 + 1228 = 1234, the fourth reason past the limit of three
+    by = {"a (agent)": 1, "b (agent)": 2, "c (supervisor)": 3, "d (disk)": 1228}
+    assert drop_text({"total": 1234, "by": by}) == (
+        "1,234 records dropped (1 a (agent), 2 b (agent), 3 c (supervisor), 1 more)"
+    )
+    assert drop_text({"total": 1, "by": {"line too long (supervisor)": 1}}) == (
+        "1 record dropped (1 line too long (supervisor))"
+    )
+    assert drop_text({"total": 0, "by": {}}) is None and drop_text(None) is None

@@ -49,7 +49,7 @@ class Drops:
 
 
 def drop_text(dropped: dict[str, Any] | None, limit: int = 3) -> str | None:
-    """``"1,234 records dropped (1,200 series points over 100/s per name (agent), ...)"``, or
+    """``"1,234 records dropped (1,200 series shed under load (agent), ...)"``, or
     None when ``dropped`` (a snapshot's ``dropped``) says nothing was."""
     if not dropped or not dropped.get("total"):
         return None
@@ -57,4 +57,5 @@ def drop_text(dropped: dict[str, Any] | None, limit: int = 3) -> str | None:
     why = ", ".join(f"{n:,} {reason}" for reason, n in by[:limit])
     if len(by) > limit:
         why += f", {len(by) - limit} more"
-    return f"{dropped['total']:,} records dropped ({why})"
+    total = dropped["total"]
+    return f"{total:,} record{'' if total == 1 else 's'} dropped ({why})"
