@@ -217,6 +217,22 @@ def test_a_failed_socket_is_counted_and_the_sender_reconnects_with_its_hello(sup
     assert s.alive and not stopped and not guard.is_off("sender")
 
 
+def test_a_reconnect_after_the_rank_was_adopted_says_the_adopted_rank(sup, make):
+    s = make(sup.path)
+    s.put(_series("a", 1))
+    assert _wait(lambda: sup.records("series"))
+    s.set_rank(5, 8)  # torch.distributed's rank, after the first connection's hello said 3
+    path = sup.path
+    sup.kill()
+    s.put(_series("a", 2))
+    assert _wait(lambda: s.drops.get(sm.GONE, 0) >= 1, 3.0)
+    again = Supervisor(path)
+    s.put(_series("a", 3))
+    assert _wait(lambda: again.records("series"), 6.0)
+    assert again.conns[0][0] == {"ctl": "agent", "pid": 1, "rank": 5, "world_size": 8}
+    assert s.rank == s.reader.rank == 5
+
+
 def test_reconnect_backoff_doubles_from_a_tenth_of_a_second_to_five(make, tmp_path):
     s = make(str(tmp_path / "nobody.sock"), interval=3600)
     waits = []

@@ -71,7 +71,7 @@ class Agent:
         jobs pass it to ``init_process_group``, not in ``RANK``): from now on every record and
         batch carries it, and a new ``agent_hello`` says so."""
         self.rank, self.world_size = rank, world_size
-        self.sender.rank = self.sender.reader.rank = self.sender.reader.ledger.rank = rank
+        self.sender.set_rank(rank, world_size)
         if rank != 0:
             self.sender.reader.ledger.state = "off"  # only rank 0 records the loss
         self._hello.update(rank=rank, world_size=world_size)

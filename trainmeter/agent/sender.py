@@ -158,6 +158,14 @@ class Sender:
         except Exception as exc:
             guard.warn_once("sender-retarget", f"sender retarget failed: {exc!r}")
 
+    def set_rank(self, rank: int, world_size: int) -> None:
+        """The rank ``torch.distributed`` gave this process (``Agent.adopt_rank``): records and
+        batches carry it from now on, and so does the hello of every later connection (the
+        supervisor fixes a connection's rank by its hello: a reconnect that said the old one
+        would have every record refused)."""
+        self.rank = self.reader.rank = self.reader.ledger.rank = rank
+        self._hello = {**self._hello, "rank": rank, "world_size": world_size}
+
     def put(self, rec: dict) -> None:
         """Queue one record (never blocks, never raises); a series point beyond its rate is
         shed and counted while the sender is under pressure."""
