@@ -89,7 +89,7 @@ def _price(text: str) -> float:
     if not math.isfinite(value) or not 0 <= value <= MAX_PRICE:
         raise argparse.ArgumentTypeError(f"{quoted(text)} is not a price per GPU-hour from 0 "
                                          "to 1e6 (2.49)")  # fmt: skip
-    return value
+    return value + 0.0  # -0 is 0: "$-0" is no price
 
 
 def _peak(text: str) -> float:
