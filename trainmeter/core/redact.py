@@ -53,7 +53,8 @@ PATH_STARTS = ("/", "~", "./", "../")
 
 # shapes of secrets, replaced wherever they appear (group "keep" is kept before the mask)
 _SHAPES = [
-    re.compile(r"(?P<keep>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+(?=@)"),  # URL password
+    # a URL's password; the scheme starts where a scheme can (else each start rescans: n²)
+    re.compile(r"(?<![A-Za-z0-9+.\-])(?P<keep>[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+(?=@)"),
     re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{16,}"),  # sk-..., sk-proj-..., sk-ant-...
     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
     re.compile(r"\bgl(?:pat|dt|rt|ptt)-[A-Za-z0-9_\-]{20,}"),  # GitLab tokens
@@ -81,6 +82,7 @@ _ASSIGN = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)", re.S)
 _AWS_NAME = re.compile(r"aws_[a-z_]*(?:secret|token|key)[a-z_]*", re.I)
 _RANDOM = re.compile(r"[A-Za-z0-9+/=_\-]{32,}")
 _SPACE = re.compile(r"(\s+)")
+MAX_NESTED = 4  # NAME=VALUE inside a value, followed this deep (a=b=c=...: recursion, time)
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -182,20 +184,21 @@ def _hidden_value(value: str, flag: str) -> str:
     return MASK if looks_random(value) else _free(value)
 
 
-def _assignment(arg: str) -> str:
-    """A positional argument: ``NAME=VALUE`` by its name, anything else by its look."""
-    m = _ASSIGN.fullmatch(arg)
+def _assignment(arg: str, nested: int = 0) -> str:
+    """A positional argument: ``NAME=VALUE`` by its name, anything else by its look;
+    ``nested``: how many names (``--env=A=...``) came before it in the same argument."""
+    m = _ASSIGN.fullmatch(arg) if nested <= MAX_NESTED else None
     if m is None:
         return MASK if looks_random(arg) else redact_text(arg)
     if _hide(m["name"], m["value"]):
         return f"{m['name']}={MASK}"
-    return f"{m['name']}={_free(m['value'])}"  # its value may name a secret: --env=A=B=C
+    return f"{m['name']}={_free(m['value'], nested + 1)}"  # it may name a secret: A=SECRET=x
 
 
-def _free(value: str) -> str:
+def _free(value: str, nested: int = 1) -> str:
     """A value its name does not hide, redacted as a positional argument (``SECRET=x`` by
     its name) or, holding several words, word by word."""
-    return _words(value) if _several_words(value) else _assignment(value)
+    return _words(value) if _several_words(value) else _assignment(value, nested)
 
 
 def _several_words(arg: str) -> bool:
