@@ -57,6 +57,7 @@ CASES = [
     (['{"api_key": "supersecret1"}'], ['{"api_key": "***"}']),
     (['{"password":"supersecret2"}'], ['{"password":"***"}']),
     (["--config", '{"token":"supersecret3"}'], ["--config", '{"token":"***"}']),
+    (["--kwargs", "{'token': 's2', 'a': 'b'}"], ["--kwargs", "{'token': '***', 'a': 'b'}"]),
     (["--cfg", '{"a": "b", "secret": "c\\"d"}'], ["--cfg", '{"a": "b", "secret": "***"}']),
     # URLs with a password keep the user and host
     (

@@ -13,12 +13,13 @@ A value is replaced by ``***`` when any of these says it is a secret (docs/relia
   of a URL (``scheme://user:PASSWORD@host`` keeps ``scheme://user:***@host``);
 - **its name**, given by the flag before it (``--flag value``, ``--flag=value``), a
   ``NAME=VALUE`` assignment (``API_KEY=...``, ``wandb.api_key=...``, also nested in a flag's
-  value: ``--env=SECRET=***``), a header (``X-Api-Key: ***``, ``x-auth-token:***``), a URL
-  query parameter (``?api_key=***&x=1``), a JSON key (``{"token": "***"}``) or a bare
-  argument naming an AWS secret (``aws configure set aws_secret_access_key VALUE``): the name
-  contains one of :data:`SECRET_WORDS` (key, token, secret, pass, auth, cookie, credential,
-  hmac, signature, dsn) or is one of :data:`EXACT_SECRET_NAMES` (key, token, pass, pw, pwd,
-  pin);
+  value: ``--env=SECRET=***``, :data:`MAX_NESTED` names deep), a header (``X-Api-Key: ***``,
+  ``x-auth-token:***``, ``Authorization: token ***``), a URL query parameter
+  (``?api_key=***&x=1``), a JSON or Python dict key (``{"token": "***"}``,
+  ``{'token': '***'}``) or a bare argument naming an AWS secret (``aws configure set
+  aws_secret_access_key VALUE``): the name contains one of :data:`SECRET_WORDS` (key, token,
+  secret, pass, auth, cookie, credential, hmac, signature, dsn) or is one of
+  :data:`EXACT_SECRET_NAMES` (key, token, pass, pw, pwd, pin);
 - **its look**, for a short flag's value (``-k VALUE``) and a positional argument: one of the
   shapes above, or a long random-looking string (:func:`looks_random`).
 
@@ -69,7 +70,11 @@ _SHAPES = [
 ]
 # a value after its name, hidden when the name is a secret's (_hide): JSON, URL query, header
 _NAMED = [
-    re.compile(r'(?P<keep>"(?P<name>[^"\\]+)"\s*:\s*")(?P<value>(?:[^"\\]|\\.)*)(?=")'),
+    # "name": "value" (JSON), or 'name': 'value' (a Python dict)
+    re.compile(
+        r"""(?P<keep>(?P<q>["'])(?P<name>(?:(?!(?P=q))[^\\])+)(?P=q)\s*:\s*(?P=q))"""
+        r"""(?P<value>(?:(?!(?P=q))[^\\]|\\.)*)(?=(?P=q))"""
+    ),
     re.compile(r"(?P<keep>[?&](?P<name>[^=&#\s?]+)=)(?P<value>[^&#\s]*)"),
     # Name: value, not a URL's scheme (//) nor a module path (pkg.mod:func)
     re.compile(
