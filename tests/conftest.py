@@ -1,6 +1,7 @@
 """Shared helpers: run commands under ``tm`` and read their run logs."""
 
 import collections
+import errno
 import json
 import os
 import subprocess
@@ -175,3 +176,26 @@ def run_cell(kc, code, timeout=60):
 
     reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
     return reply["content"], "".join(out)
+
+
+class FullDisk:
+    """``os.write`` refusing with ``errno`` (ENOSPC: a full disk) while :attr:`full` is set;
+    clear it and writes go through again."""
+
+    def __init__(self, monkeypatch, errno_: int = errno.ENOSPC) -> None:
+        self.full, self.errno = True, errno_
+        real = os.write
+
+        def write(fd, data):
+            if self.full:
+                raise OSError(self.errno, os.strerror(self.errno))
+            return real(fd, data)
+
+        monkeypatch.setattr(os, "write", write)
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """``full_disk()``: from now on the disk refuses every write (ENOSPC), until the returned
+    :class:`FullDisk`'s ``full`` is cleared."""
+    return lambda errno_=errno.ENOSPC: FullDisk(monkeypatch, errno_)

@@ -77,27 +77,20 @@ def test_supervisor_counts_reach_the_log_at_most_once_a_second_and_at_the_end(tm
 
 
 def test_lines_a_full_disk_lost_are_in_the_snapshot_at_once_and_in_the_log_after(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, full_disk
 ):
     live = Live(tmp_path, clock=_clock())
     live.open_run("t", ["train.py"], {})
     # room for 3 step lines held in memory: the disk refuses 10, so 7 are lost
     line = len(records.encode(_steps(1, 1)[0])) + len(',"n":10')
     monkeypatch.setattr(store, "MAX_PENDING_BYTES", 3 * line + 5)
-    real_write, full = os.write, {"on": True}
-
-    def disk(fd, data):
-        if full["on"]:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", disk)
+    disk = full_disk()
     for n in range(1, 11):
         live.ingest(_steps(n, n))
     snap = live.snapshot()
     assert snap["step"] == 10  # the engine has every step
     assert snap["dropped"] == {"total": 7, "by": {"disk full (disk)": 7}}
-    full["on"] = False
+    disk.full = False
     live.ingest(_steps(11, 11))
     final = live.close_run("ok", 0)
     log = _log(live)

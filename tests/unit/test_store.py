@@ -95,24 +95,17 @@ def test_every_line_is_stamped_n_from_1_in_its_file(tmp_path):
 
 
 def test_past_the_memory_bound_new_lines_are_lost_counted_and_n_stays_gapless(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch, capsys, full_disk
 ):
     line = len(records.encode(_step(1))) + len(',"n":1')  # one step line with its stamp
     monkeypatch.setattr(store, "MAX_PENDING_BYTES", 2 * line + 10)  # room for 2 lines
     log = store.RunLog(tmp_path / "run")
-    real_write, full = os.write, {"on": True}
-
-    def refuse(fd, data):
-        if full["on"]:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, data)
-
-    monkeypatch.setattr(os, "write", refuse)
+    disk = full_disk()
     for n in range(1, 6):  # 2 held, 3 lost
         log.append(_step(n))
     assert (log.pending_lines, log.lost_lines) == (2, 3)
     assert log.last_error.errno == errno.ENOSPC
-    full["on"] = False
+    disk.full = False
     log.append(_step(6))
     assert log.close() == 3
     lines = (tmp_path / "run" / "run.jsonl").read_bytes().splitlines()
