@@ -27,9 +27,9 @@ from trainmeter.core.passport import short_citation
 from trainmeter.core.units import (
     flag_value,
     format_duration,
-    parse_count,
     parse_flops,
     parse_flops_budget,
+    parse_token_budget,
     quoted,
     run_name,
 )
@@ -258,7 +258,7 @@ def _run_opts(args) -> dict:
     # "is not None": an empty value ("--peak ''") is refused, not taken as no value
     peak = flag_value("--peak", parse_flops, args.peak) if args.peak is not None else None
     return {
-        "budget_tokens": flag_value("--budget-tokens", _budget, budget)
+        "budget_tokens": flag_value("--budget-tokens", parse_token_budget, budget)
         if budget is not None else None,
         "budget_flops": flag_value("--budget-flops", parse_flops_budget, args.budget_flops)
         if args.budget_flops is not None else None,
@@ -268,10 +268,6 @@ def _run_opts(args) -> dict:
         "dtype": args.dtype,
         "pad_tokens": args.pad_tokens,
     }  # fmt: skip
-
-
-def _budget(text: str) -> int:
-    return parse_count(text, positive=True)
 
 
 def device_opt(name: str | None, peak_flops: float | None) -> str | None:

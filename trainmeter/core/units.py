@@ -249,6 +249,15 @@ def format_duration(seconds: float | None) -> str:
 __all__ = ["format_duration", "format_si", "parse_count", "parse_flops", "quoted"]
 
 
+def parse_token_budget(text: str) -> int:
+    """A token budget (``--budget-tokens`` of ``tm`` and ``%%trainmeter``): a count > 0
+    (:func:`parse_count`, at most :data:`MAX_COUNT`).
+
+    Raises: ValueError as :func:`parse_count`.
+    """
+    return parse_count(text, positive=True)
+
+
 def parse_flops_budget(text: str) -> float:
     """A training FLOPs budget (``--budget-flops``), read like a peak (:func:`parse_flops`),
     at most :data:`MAX_FLOPS_BUDGET` (1e30 FLOPs).

@@ -18,7 +18,13 @@ from IPython.display import display
 
 from trainmeter.core import flops, peaks
 from trainmeter.core.summary import summary_line
-from trainmeter.core.units import flag_value, parse_count, parse_flops, parse_flops_budget, run_name
+from trainmeter.core.units import (
+    flag_value,
+    parse_flops,
+    parse_flops_budget,
+    parse_token_budget,
+    run_name,
+)
 
 SYNC_TIMEOUT_S = 1.0  # a cell's end: the agent's records applied, from a healthy supervisor
 SYNC_GRACE_S = 0.25  # ... beyond its own timeout, before the cell stops waiting on it
@@ -259,7 +265,7 @@ def _opts(args) -> dict:
             flag_value("--name", run_name, args.name)  # checked as tm does (not an option)
         peak = flag_value("--peak", parse_flops, args.peak) if args.peak is not None else None
         return {
-            "budget_tokens": flag_value("--budget-tokens", _budget, args.budget_tokens)
+            "budget_tokens": flag_value("--budget-tokens", parse_token_budget, args.budget_tokens)
             if args.budget_tokens is not None else None,
             "budget_flops": flag_value("--budget-flops", parse_flops_budget, args.budget_flops)
             if args.budget_flops is not None else None,
@@ -288,10 +294,6 @@ def _device(name: str | None, peak_flops: float | None) -> str | None:
     except peaks.UnknownGPUError as exc:
         raise ValueError(f"--device: {exc}") from None
     return name
-
-
-def _budget(text: str) -> int:
-    return parse_count(text, positive=True)
 
 
 def _dtype(text: str) -> str:
