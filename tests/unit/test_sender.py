@@ -350,3 +350,23 @@ def test_close_sends_each_series_newest_shed_point_and_takes_it_off_the_shed_cou
     # by hand: 10 kept of each, then the newest shed of each (a 24, b 99) sent at close
     assert got[-2:] == [("a", 24), ("b", 99)] and len(got) == 22, got
     assert sup.records("dropped")[-1]["counts"] == {sm.SHED: 15 + 16 - 2}  # 51 put, 22 sent
+
+
+def test_an_internal_error_in_the_final_flush_warns_once_and_stops_the_sender(
+    sup, make, monkeypatch, capsys
+):
+    """The CI flake of the ``--fault sender`` test: a short run ended before the sender thread
+    ever flushed, so the only call of the broken ``_connect`` was close()'s, whose failure was
+    swallowed without a word (invariant 1 promises one line)."""
+
+    def boom(self):
+        raise RuntimeError("forced failure in sender")
+
+    monkeypatch.setattr(Sender, "_connect", boom)
+    s = make(sup.path, interval=60.0)  # the thread sleeps: close() does the first flush
+    s.put(_series("loss", 1))
+    s.close()
+    err = capsys.readouterr().err
+    assert err.count("internal error") == 1, err
+    assert "forced failure in sender" in err
+    assert not s.alive

@@ -250,8 +250,8 @@ class Sender:
         self._wake.set()
         try:
             self._close(time.monotonic() + CLOSE_DEADLINE_S)
-        except Exception:
-            pass
+        except Exception as exc:  # an internal error in the last flush is said, like any other
+            guard.failed("sender", exc)
 
     def forget_after_fork(self) -> None:
         """In a forked child (a DataLoader worker, a Hogwild trainer): never write to the
