@@ -23,9 +23,17 @@ def _env(extra=None):
     return env
 
 
-def run_plain(args, cwd, timeout=300):
+# One intra-op thread: a plain torch process loaded by other work gave, once in CI, a loss one
+# float32 ULP off its own value in every other run (the HF Trainer's step 1: 3.889193535 against
+# 3.889193296 in 15 runs here, plain, under tm and with --no-tap alike): a reduction split over a
+# different thread team. Comparisons of losses to the last digit (invariant 7) pass this to both
+# runs, so that they compare trainmeter against the same numerics, not two thread schedules.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run_plain(args, cwd, timeout=300, env=None):
     """``python ARGS`` without trainmeter."""
-    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=_env(),
+    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=_env(env),
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
