@@ -144,9 +144,10 @@ class BackwardTap:
         return backward
 
     def lean(self) -> None:
-        """An optimizer clocks the steps: no more watching, no time stamps; the wrapper that
-        stays queues a CPU loss with one tuple and passes the call on with torch's own
-        signature (no ``*args`` repacking). Measured in docs/performance.md."""
+        """An optimizer clocks the steps: no more watching; the wrapper that stays queues a
+        CPU loss with its time stamp in one tuple (the step's arrival, docs/spec.md
+        "Stragglers") and passes the call on with torch's own signature (no ``*args``
+        repacking). Measured in docs/performance.md and benchmarks/rank_lag.py."""
         if not self.on or not self._saved or not _signature_known(self.torch.autograd):
             return
         autograd = self.torch.autograd
@@ -155,16 +156,16 @@ class BackwardTap:
         self._saved[0] = set_attr(autograd, "backward", self._lean(orig))
 
     def _lean(self, orig):
-        tap, put, tensor, scaled = self, self.put, self.torch.Tensor, self.scaled
+        tap, put, tensor, scaled, now = self, self.put, self.torch.Tensor, self.scaled, _now
 
         def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
                      grad_variables=None, inputs=None):  # fmt: skip
             if tap.on:
                 try:
                     if type(tensors) is tensor and tensors.is_cpu and scaled[0] is None:
-                        put((0.0, tensors))  # the common case: a CPU loss, read later
+                        put((now(), tensors))  # the common case: a CPU loss, read later
                     else:  # scaled (AMP), on a device, or a tensor subclass
-                        put((0.0, tap.loss_of(tensors)))
+                        put((now(), tap.loss_of(tensors)))
                     if tap.on_call is not None:  # an evaluation phase is open (spans.py)
                         tap.on_call()
                 except Exception as exc:

@@ -664,19 +664,25 @@ class QueueReader:
         A steps batch's times are whole microseconds after the first (``t0``, ``dt_us``): an
         int encodes in a fraction of a float's time. ``seq_sq`` is each step's sum over its
         sequences of the squared sequence length (tokens x their sequence's length): the
-        engine's token-weighted mean sequence length.
+        engine's token-weighted mean sequence length. ``arr_us`` is each optimizer step's
+        arrival: its last training ``backward()`` call's time stamp, microseconds after ``t0``
+        (negative for the first step's), null when none was stamped (docs/spec.md
+        "Stragglers"); the batch has the column when one step has an arrival.
         """
         tensor, ints, count_call, led = self.tensor, self.ints, self.count_call, self.ledger
         bax = self.batch_axis
         tok, smp, sq, t0, last = self.tokens, self.samples, self.seq_sq, None, self.step
         dt, step, tokens, samples, seq_sq, spans, records = [], [], [], [], [], [], []
+        arr, arr_us = getattr(self, "arrival", None), []  # the last backward's time stamp
         pop = queue.popleft
 
         def add(t, n, more_tok, more_smp, more_sq):  # one step into the batch's columns
-            nonlocal t0
+            nonlocal t0, arr
             if t0 is None:
                 t0 = t
             dt.append(int((t - t0) * 1e6 + 0.5))
+            arr_us.append(None if arr is None else round((arr - t0) * 1e6))
+            arr = None
             step.append(n)
             tokens.append(more_tok)
             samples.append(more_smp)
@@ -709,13 +715,16 @@ class QueueReader:
                     spans.append(item)
                 elif len(item) == 2:  # a training backward(): (t, loss)
                     what = led.backward(item, tok, smp, sq)
+                    arr = item[0] or None  # 0.0: not stamped
                     if what == "step":  # the backward clock: this call is a step
+                        arr = None  # its own time: no arrival apart from the step
                         last += 1
                         add(item[0], last, tok, smp, sq)
                     if what in ("step", "kept"):  # counted now, or kept with the call
                         tok = smp = sq = 0
                 elif item == FORGET:
                     tok = smp = sq = 0
+                    arr = None
                 else:
                     led.marker(item)
             elif kind is list:  # [args, kwargs] of a root call
@@ -724,17 +733,21 @@ class QueueReader:
             elif kind is dict:
                 (self.waiting if item.pop("await_step", False) else records).append(item)
             elif kind is Fallback:  # backward() is the clock from now on (backward.py)
+                arr = None
                 last = led.fall_back(item, last, add, records)
             elif isinstance(item, tensor):  # a tensor subclass
                 more_tok, more_smp, more_sq = count_call((item,), None)
                 tok, smp, sq = tok + more_tok, smp + more_smp, sq + more_sq
         led.poll(records)
         self.tokens, self.samples, self.seq_sq, self.step = tok, smp, sq, last
+        self.arrival = arr  # a backward whose step comes in the next flush
         batch = None
         if step:
             batch = {"v": 1, "k": "steps", "rank": self.rank, "t0": t0, "dt_us": dt,
                      "step": step, "tokens": tokens, "samples": samples,
                      "seq_sq": seq_sq}  # fmt: skip
+            if any(a is not None for a in arr_us):
+                batch["arr_us"] = arr_us
         return batch, self._spans(spans), records
 
     def _release(self, step: int, tokens: int, records: list[dict]) -> None:

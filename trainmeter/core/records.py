@@ -34,13 +34,16 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     # the model the agent found: counts and shape (inputs of the FLOPs conventions)
     "model": {"params": (int,), "embedding_params": (int,), "token_embedding_params": (int,)},
     # one optimizer step finished on a rank; tokens/samples seen since the previous step, and
-    # seq_sq: the sum over those sequences of the squared sequence length (tokens x length)
+    # seq_sq: the sum over those sequences of the squared sequence length (tokens x length);
+    # arr: when the rank arrived at the step (its last training backward() call before the
+    # step, s since the epoch; docs/spec.md "Stragglers"), null or absent when unknown
     "step": {
         "step": (int,),
         "rank": (int,),
         "tokens": _OPT_INT,
         "samples": _OPT_INT,
         "seq_sq": _OPT_INT,
+        "arr": _OPT_NUM,
     },
     # what clocks a rank's steps from now on: `source` one of STEP_CLOCKS (agent/backward.py)
     "step_clock": {"source": (str,), "rank": (int,)},
@@ -398,7 +401,9 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
     collected as columns: ``{"v", "k": "steps", "rank", "t0", "dt_us": [...], "step": [...],
     "tokens": [...], "samples": [...], "seq_sq": [...]}`` (times: ``t0`` plus whole
     microseconds; a ``t`` list of times is read too; ``seq_sq`` may be absent, as older agents
-    sent none); encoding columns costs the training process far
+    sent none). ``arr_us`` (optional, with ``t0``): each step's arrival (its last training
+    ``backward()`` call) in whole microseconds after ``t0``, null where unknown, expanded to
+    the step record's ``arr`` (s since the epoch). Encoding columns costs the training process far
     less than one JSON object per step (docs/performance.md). A ``spans`` batch is the same for
     time spans: ``{"v", "k": "spans", "rank", "name": [...], "t": [...], "dur": [...]}``. An
     agent sends a flush's ``spans`` batch right after its ``steps`` batch, so every step that
@@ -426,6 +431,8 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
             "'seq_sq') must be equal-length lists"
         )
     rank, v = rec.get("rank", 0), rec.get("v")
+    if sq is not None and rec.get("arr_us") is not None:
+        return _with_arrivals(rec, cols, rank, v)
     if sq is None:
         out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
                 "samples": smp or None} for t, n, tok, smp in zip(*cols, strict=True)]  # fmt: skip
@@ -436,6 +443,25 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
     if out:  # what validate() checks of each record, a column at a time (the supervisor's
         validate(out[0])  # CPU per step: docs/performance.md); the first in full
         _check_step_columns(*cols)
+    return out
+
+
+def _with_arrivals(rec: dict, cols: list, rank: int, v: Any) -> list[dict[str, Any]]:
+    """The step records of a batch with an ``arr_us`` column (``seq_sq`` present too)."""
+    t0, arr_us = rec.get("t0"), rec["arr_us"]
+    if not _is(t0, _NUM) or not isinstance(arr_us, list) or len(arr_us) != len(cols[0]):
+        raise RecordError("steps batch: 'arr_us' must be a list as long as 'step', with 't0'")
+    if not all(a is None or type(a) is int for a in arr_us):
+        raise RecordError("step: 'arr_us' must hold whole microseconds or null")
+    arr = [None if a is None else t0 + a / 1e6 for a in arr_us]
+    out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
+            "samples": smp or None, "seq_sq": q or None, "arr": a}
+           for t, n, tok, smp, q, a in zip(*cols, arr, strict=True)]  # fmt: skip
+    if out:
+        validate(out[0])
+        _check_step_columns(*cols)
+        if not all(a is None or (_finite(a) and 0 <= a < MAX_TIME) for a in arr):
+            raise RecordError("step: 'arr' must be a finite number of seconds in [0, 1e11)")
     return out
 
 
@@ -498,16 +524,20 @@ def encode(rec: dict[str, Any]) -> bytes:
 
 _STEP_KEYS = ("v", "k", "t", "step", "rank", "tokens", "samples")
 _STEP_KEYS_SQ = (*_STEP_KEYS, "seq_sq")
+_STEP_KEYS_ARR = (*_STEP_KEYS_SQ, "arr")
 _STEP_LINE = '{{"v":{},"k":"step","t":{},"step":{},"rank":{},"tokens":{},"samples":{}}}\n'
 _STEP_LINE_SQ = (
     '{{"v":{},"k":"step","t":{},"step":{},"rank":{},"tokens":{},"samples":{},"seq_sq":{}}}\n'
 )
 
 
+_STEP_LINE_ARR = _STEP_LINE_SQ[:-3] + ',"arr":{}}}\n'
+
+
 def _step_line(rec: dict[str, Any]) -> bytes | None:
     """``rec`` formatted as ``json.dumps`` would, if it is a plain step record; else None."""
     keys = tuple(rec)
-    if keys not in (_STEP_KEYS, _STEP_KEYS_SQ) or rec["k"] != "step":
+    if keys not in (_STEP_KEYS, _STEP_KEYS_SQ, _STEP_KEYS_ARR) or rec["k"] != "step":
         return None
     v, t, n, rank, tok, smp = (rec[k] for k in ("v", "t", "step", "rank", "tokens", "samples"))
     if type(t) is not float or not math.isfinite(t):
@@ -521,8 +551,16 @@ def _step_line(rec: dict[str, Any]) -> bytes | None:
     sq = rec["seq_sq"]
     if not (sq is None or type(sq) is int):
         return None
-    line = _STEP_LINE_SQ.format(v, repr(t), n, rank, _json_int(tok), _json_int(smp), _json_int(sq))
-    return line.encode()
+    if len(keys) == len(_STEP_KEYS_SQ):
+        line = _STEP_LINE_SQ.format(v, repr(t), n, rank, _json_int(tok), _json_int(smp),
+                                    _json_int(sq))  # fmt: skip
+        return line.encode()
+    arr = rec["arr"]
+    if arr is not None and (type(arr) is not float or not math.isfinite(arr)):
+        return None
+    a = "null" if arr is None else repr(arr)
+    return _STEP_LINE_ARR.format(v, repr(t), n, rank, _json_int(tok), _json_int(smp),
+                                 _json_int(sq), a).encode()  # fmt: skip
 
 
 def _json_int(x: int | None) -> str:
