@@ -24,6 +24,7 @@ from typing import Any
 from trainmeter.core import catalog, flops, metrics, peaks, plan
 from trainmeter.core.drops import Drops, drop_text
 from trainmeter.core.hardware import HardwareState
+from trainmeter.core.ranks import Ranks
 from trainmeter.core.records import SPAN_KINDS
 from trainmeter.core.timeline import DEFAULT_CAP, Timeline
 
@@ -151,7 +152,8 @@ class Engine:
         self.seg_first_t: float | None = None  # rank 0's first step in the open segment
         # stragglers (docs/spec.md "Stragglers"): rank -> consecutive slow evaluations
         self.slow_evals: dict[int, int] = {}
-        self.stragglers: list[int] | None = None
+        self.stragglers: list[int] | None = None  # the interval rule's
+        self.ranks = Ranks(MAX_RANKS)  # every rank's arrival, lag and split (core/ranks.py)
         # what was past a bound: counted, never kept (the run log has it)
         self.refused_series: set[int] = set()  # hashes of names, at most _COUNTED_MAX
         self.first_refused: str | None = None
@@ -259,9 +261,12 @@ class Engine:
                 return
             rc = self.rank_clocks[rank] = _RankClock()
         rc.steps += 1
-        if rc.last_t is not None and t > rc.last_t:  # timed: previous step in this segment
-            rc.add(t - rc.last_t)
+        first, dt = rc.last_t is None, None
+        if not first and t > rc.last_t:  # timed: previous step in this segment
+            dt = t - rc.last_t
+            rc.add(dt)
         rc.last_t = t
+        self.ranks.on_step(rank, rec["step"], t, rec.get("arr"), dt, first, self.agents)
         if rank != 0:
             return
         if len(self.rank_clocks) > 1:
@@ -308,12 +313,15 @@ class Engine:
         """Rank 0's spans inside segments, per kind; those that lie inside a timed step
         interval are kept apart, to be taken out of compute (docs/spec.md "Time spans")."""
         kind = rec["name"]
-        if rec["rank"] != 0 or self.segment_t0 is None or kind not in self.span_s:
+        if self.segment_t0 is None or kind not in self.span_s:
             return
         start, dur = rec["t"], min(rec["dur"], MAX_SPAN_S)
         end = start + dur
         if start < self.segment_t0:  # begun before the segment: only its part inside counts
             start, dur = self.segment_t0, max(0.0, end - self.segment_t0)
+        self.ranks.on_span(rec["rank"], kind, start, dur)  # every rank's split
+        if rec["rank"] != 0:
+            return
         self.spans_seen = True
         self.span_s[kind] += dur
         first = self.seg_first_t
@@ -520,7 +528,8 @@ class Engine:
             "rank_step_time_s": {
                 str(r): rc.step_time_s() for r, rc in sorted(self.rank_clocks.items())
             },
-            "stragglers": list(self.stragglers) if self.stragglers is not None else None,
+            # stragglers (either rule), rank_lag_s, straggler_cost_s, ... (core/ranks.py)
+            **self.ranks.snapshot(self.stragglers, elapsed),
             "time_split": self._time_split(elapsed),
             "energy_j": self.hw.energy_j(),
             "hardware": self.hw.snapshot(

@@ -1,0 +1,322 @@
+"""Every rank's time: when it arrives at each step, its lag behind the median rank, the
+straggler rule of synchronous data parallel, and where its time goes (docs/spec.md
+"Stragglers").
+
+Pure standard library. :class:`Ranks` is fed the engine's step and span records of every rank
+(``on_step``, ``on_span``) and gives the snapshot keys (``snapshot``). A step's *arrival* is
+the rank's last training ``backward()`` call before its optimizer step (the step record's
+``arr``, s since the epoch): under DDP that backward starts the gradient all-reduce, which
+every rank leaves together, so a rank that reaches it late makes every other rank wait. The
+ranks' records of one step come in at different times (each agent flushes on its own timer):
+they are joined by step number, at most ``JOIN_STEPS`` steps open at once, within a group of
+ranks that share a clock (one host; all ranks when the log names one host or none).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from trainmeter.core.records import SPAN_KINDS
+
+LAG_WINDOW = 20  # synchronous steps in a rank's lag window
+LAG_MIN = 5  # steps in the window before the rule looks at it
+LAG_ON = 0.10  # slow at one evaluation: its lag is above this share of the job's step time
+LAG_OFF = 0.05  # a flagged rank is unflagged once its lag is below this share
+LAG_EVALS = 5  # ... flagged after this many consecutive slow evaluations
+JOIN_STEPS = 64  # step numbers of a group kept open for the ranks' records
+INTERVALS = 20  # a rank's recent step intervals (the job's step time: their lower median)
+BUCKETS = ("compute", "data", "checkpoint", "eval")  # a cause is one of these
+_CAUSE = {
+    "data": "data loader (+{ms} ms/step data wait over the median rank)",
+    "checkpoint": "checkpoint saves (+{ms} ms/step over the median rank)",
+    "eval": "evaluation (+{ms} ms/step over the median rank)",
+    "compute": "compute or host work outside data, checkpoint and eval (+{ms} ms/step over "
+    "the median rank)",
+}
+
+
+class _Rank:
+    """One rank's state: step intervals, spans per kind, lag window, flag."""
+
+    __slots__ = ("costs", "first_t", "flagged", "group", "inside_s", "lags", "last_t",
+                 "over", "pending_s", "recent", "recent_s", "span_s", "spans_seen",
+                 "steps", "steps_timed", "timed_s", "wait_s")  # fmt: skip
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self.timed_s = 0.0  # sum of timed step intervals (s)
+        self.steps = self.steps_timed = 0
+        self.recent: deque = deque(maxlen=INTERVALS)
+        self.recent_s = 0.0
+        self.span_s = dict.fromkeys(SPAN_KINDS, 0.0)
+        self.spans_seen = False
+        self.inside_s = 0.0  # span time inside timed step intervals
+        self.pending_s = 0.0  # span time after the last step, awaiting the next
+        self.first_t: float | None = None  # the segment's first step
+        self.last_t: float | None = None
+        self.lags: deque = deque(maxlen=LAG_WINDOW)  # lag per synchronous step (s)
+        self.costs: deque = deque(maxlen=LAG_WINDOW)  # the job's wait on this rank (s)
+        self.wait_s = 0.0  # waited for later ranks, summed over synchronous steps
+        self.over = 0  # consecutive slow evaluations
+        self.flagged = False
+
+    def step_time_s(self) -> float | None:
+        return self.recent_s / len(self.recent) if self.recent else None
+
+
+class _Group:
+    """Ranks sharing one clock: their steps joined by number."""
+
+    __slots__ = ("members", "open", "sync")
+
+    def __init__(self) -> None:
+        self.members: set[int] = set()  # ranks that sent an arrival
+        self.open: dict[int, dict[int, tuple[float, float]]] = {}  # step -> rank -> (arr, t)
+        self.sync: deque = deque(maxlen=LAG_WINDOW)  # joined steps: synchronous or not
+
+
+class Ranks:
+    """Per-rank arrival, lag, straggler flags and time split (module docstring).
+
+    Args:
+        max_ranks: ranks kept at most (the engine's ``MAX_RANKS``); later ranks are ignored.
+    """
+
+    def __init__(self, max_ranks: int = 1024) -> None:
+        self.max_ranks = max_ranks
+        self.ranks: dict[int, _Rank] = {}
+        self.groups: dict[str, _Group] = {}
+        self._agents_seen = -1  # len(agents) when the groups were last decided
+        self._groups_of: dict[int, str] = {}  # rank -> group, from the agents' hellos
+
+    # -- records in ---------------------------------------------------------------------------
+    def on_step(self, rank: int, step: int, t: float, arr, dt: float | None, first: bool,
+                agents: dict) -> None:  # fmt: skip
+        """One step record of ``rank``: ``step`` its number, ``t`` its time, ``arr`` its
+        arrival (s since the epoch, or None), ``dt`` its timed interval (s, None when untimed),
+        ``first`` the segment's first step of this rank; ``agents`` the engine's agents (pid ->
+        hello fields: their ``host`` groups the ranks)."""
+        r = self._rank(rank, agents)
+        if r is None:
+            return
+        r.steps += 1
+        if first:
+            r.first_t, r.pending_s = t, 0.0  # spans before it are never inside an interval
+        if dt is not None:
+            if len(r.recent) == r.recent.maxlen:
+                r.recent_s -= r.recent[0]
+            r.recent.append(dt)
+            r.recent_s += dt
+            r.timed_s += dt
+            r.steps_timed += 1
+            r.inside_s += r.pending_s
+            r.pending_s = 0.0
+            if r.steps_timed % 1024 == 0:  # re-sum now and then: no float drift
+                r.recent_s = math.fsum(r.recent)
+        r.last_t = t
+        if type(arr) is float and math.isfinite(arr):
+            self._join(rank, r, step, arr, t)
+
+    def on_span(self, rank: int, kind: str, start: float, dur: float) -> None:
+        """One span of ``rank`` inside a segment (already clipped to it by the engine): summed
+        per kind, and kept apart when it lies inside a timed step interval (the same rule as
+        rank 0's ``time_split``, docs/spec.md "Time spans")."""
+        r = self.ranks.get(rank)
+        if r is None and len(self.ranks) < self.max_ranks and kind in SPAN_KINDS:
+            r = self.ranks[rank] = _Rank(self._groups_of.get(rank, ""))  # before its 1st step
+        if r is None or kind not in r.span_s:
+            return
+        r.spans_seen = True
+        r.span_s[kind] += dur
+        if kind == "warmup" or r.first_t is None or start < r.first_t:
+            return
+        if r.last_t is not None and start + dur <= r.last_t:
+            r.inside_s += dur
+        else:
+            r.pending_s += dur
+
+    # -- the join and the rule ----------------------------------------------------------------
+    def _rank(self, rank: int, agents: dict) -> _Rank | None:
+        if len(agents) != self._agents_seen:
+            self._regroup(agents)
+        r = self.ranks.get(rank)
+        if r is None and len(self.ranks) < self.max_ranks:
+            r = self.ranks[rank] = _Rank(self._groups_of.get(rank, ""))
+        return r
+
+    def _regroup(self, agents: dict) -> None:
+        """An agent connected: decide each rank's group again (a moved rank's joins restart)."""
+        self._agents_seen = len(agents)
+        self._groups_of = groups_of(agents)
+        for rank, r in self.ranks.items():
+            group = self._groups_of.get(rank, "")
+            if group != r.group:
+                r.group = group
+                self.groups.clear()
+
+    def _join(self, rank: int, r: _Rank, step: int, arr: float, t: float) -> None:
+        g = self.groups.get(r.group)
+        if g is None:
+            g = self.groups[r.group] = _Group()
+        g.members.add(rank)
+        row = g.open.setdefault(step, {})
+        row[rank] = (arr, t)
+        if len(row) >= len(g.members):
+            del g.open[step]
+            self._evaluate(g, row)
+        while g.open and (len(g.open) > JOIN_STEPS or next(iter(g.open)) < step - JOIN_STEPS):
+            self._evaluate(g, g.open.pop(next(iter(g.open))))  # a rank never sent it
+
+    def _evaluate(self, g: _Group, row: dict[int, tuple[float, float]]) -> None:
+        """One joined step: each rank's lag behind the lower median arrival, its wait for the
+        last one, and the job's wait charged to the last; then the rule, once per rank."""
+        if len(row) < 2:
+            return
+        arrivals = sorted(a for a, _ in row.values())
+        last = arrivals[-1]
+        synchronous = min(t for _, t in row.values()) >= last  # nobody left before the last came
+        g.sync.append(synchronous)
+        if not synchronous:
+            return
+        median = lower_median(arrivals)
+        latest = max(row, key=lambda k: (row[k][0], -k))
+        job = self._job_step_time(g)
+        for rank, (arr, _) in row.items():
+            r = self.ranks[rank]
+            r.lags.append(arr - median)
+            r.costs.append(last - median if rank == latest else 0.0)
+            r.wait_s += last - arr
+            self._rule(r, job)
+
+    def _rule(self, r: _Rank, job: float | None) -> None:
+        """Slow at this evaluation when the trimmed mean lag exceeds ``LAG_ON`` of the job's
+        step time; flagged after ``LAG_EVALS`` in a row, unflagged below ``LAG_OFF``."""
+        if job is None or job <= 0 or len(r.lags) < LAG_MIN:
+            return
+        share = trimmed_mean(r.lags) / job
+        if r.flagged:
+            if share < LAG_OFF:
+                r.flagged, r.over = False, 0
+            return
+        r.over = r.over + 1 if share > LAG_ON else 0
+        r.flagged = r.over >= LAG_EVALS
+
+    def _job_step_time(self, g: _Group) -> float | None:
+        """The lower median over the group's ranks of their mean recent step interval (s)."""
+        times = sorted(x for x in (self.ranks[k].step_time_s() for k in g.members) if x)
+        return lower_median(times) if times else None
+
+    def _coupled(self, group: str) -> bool:
+        """Most of the group's recent joined steps were synchronous (its lags mean a wait)."""
+        g = self.groups.get(group)
+        return g is not None and 2 * sum(g.sync) > len(g.sync)
+
+    # -- snapshot out ---------------------------------------------------------------------------
+    def snapshot(self, interval_flagged: list[int] | None, elapsed: float) -> dict:
+        """The snapshot keys (docs/spec.md "Stragglers"), keyed by rank as a string, ranks
+        sorted:
+
+        - ``rank_lag_s``: mean lag behind the lower median arrival over the last
+          ``LAG_WINDOW`` synchronous steps (s), null for a rank with none or whose group is
+          not synchronous; null when no rank has one;
+        - ``straggler_cost_s`` / ``straggler_share``: the job's mean wait per step on that
+          rank (s/step; its share of the job's step time), same window and nulls;
+        - ``stragglers``: the ranks either rule flags, sorted (null while neither can tell);
+        - ``straggler_rule``: {rank: ``lag`` | ``interval`` | ``lag+interval``} for them;
+        - ``straggler_cause``: {rank: text} for them (:func:`cause`);
+        - ``rank_time_split``: {rank: {compute, data, checkpoint, eval, wait, other} (s)},
+          null for a rank with no span yet; null when no rank has one.
+        """
+        lag, cost, share = {}, {}, {}
+        for rank, r in sorted(self.ranks.items()):
+            ok = bool(r.lags) and self._coupled(r.group)
+            lag[str(rank)] = sum(r.lags) / len(r.lags) if ok else None
+            c = sum(r.costs) / len(r.costs) if ok else None
+            cost[str(rank)] = c
+            job = self._job_step_time(self.groups[r.group]) if ok else None
+            share[str(rank)] = c / job if c is not None and job else None
+        by_lag = {k for k, r in self.ranks.items() if r.flagged and self._coupled(r.group)}
+        by_interval = set(interval_flagged or ())
+        flagged = sorted(by_lag | by_interval)
+        known = interval_flagged is not None or any(v is not None for v in lag.values())
+        split = {str(k): self.split(r, elapsed) for k, r in sorted(self.ranks.items())}
+        return {
+            "rank_lag_s": lag if any(v is not None for v in lag.values()) else None,
+            "straggler_cost_s": cost if any(v is not None for v in cost.values()) else None,
+            "straggler_share": share if any(v is not None for v in share.values()) else None,
+            "stragglers": flagged if known else None,
+            "straggler_rule": {str(k): _rule_name(k in by_lag, k in by_interval) for k in flagged},
+            "straggler_cause": {str(k): self.cause(k) for k in flagged},
+            "rank_time_split": split if any(v is not None for v in split.values()) else None,
+        }
+
+    def split(self, r: _Rank, elapsed: float) -> dict[str, float] | None:
+        """Seconds of the rank per bucket: spans per kind; ``wait`` for later ranks at
+        synchronous steps; ``compute`` its timed step intervals less the spans inside them and
+        the wait; ``other`` the rest of ``elapsed`` (at least 0). None before its first span."""
+        if not r.spans_seen:
+            return None
+        s = r.span_s
+        wait = min(r.wait_s, max(0.0, r.timed_s - r.inside_s))
+        compute = max(0.0, r.timed_s - r.inside_s - wait)
+        busy = compute + wait + s["data"] + s["checkpoint"] + s["eval"]
+        return {"compute": compute, "data": s["data"], "checkpoint": s["checkpoint"],
+                "eval": s["eval"], "wait": wait, "other": max(0.0, elapsed - busy)}  # fmt: skip
+
+    def per_step(self, r: _Rank) -> dict[str, float] | None:
+        """The rank's seconds per step in each of ``BUCKETS``: ``compute`` per timed step,
+        the spans per step (the first step's data wait is a span too); None before a span or
+        a timed step."""
+        split = self.split(r, 0.0)
+        if split is None or not r.steps_timed:
+            return None
+        return {b: split[b] / (r.steps_timed if b == "compute" else r.steps) for b in BUCKETS}
+
+    def cause(self, rank: int) -> str:
+        """Why ``rank`` is slow, in words: the bucket in which its time per step exceeds the
+        lower median rank's the most (``"rank 2: data loader (+38 ms/step data wait over the
+        median rank)"``); what is missing when no bucket can say."""
+        mine = self.per_step(self.ranks[rank]) if rank in self.ranks else None
+        others = [p for k, r in self.ranks.items() if (p := self.per_step(r)) is not None]
+        if mine is None or len(others) < 2:
+            return f"rank {rank}: cause unknown (no time spans from enough ranks)"
+        excess = {b: mine[b] - lower_median(sorted(p[b] for p in others)) for b in BUCKETS}
+        bucket = max(BUCKETS, key=lambda b: excess[b])
+        if excess[bucket] <= 0:
+            return f"rank {rank}: cause unknown (no bucket of its time is above the median rank)"
+        ms = f"{excess[bucket] * 1e3:.0f}"
+        return f"rank {rank}: " + _CAUSE[bucket].format(ms=ms)
+
+
+def _rule_name(by_lag: bool, by_interval: bool) -> str:
+    return "lag+interval" if by_lag and by_interval else "lag" if by_lag else "interval"
+
+
+def lower_median(xs: list[float]) -> float:
+    """The ⌈n/2⌉-th smallest of the sorted, non-empty ``xs`` (with two, the smaller)."""
+    return xs[(len(xs) - 1) // 2]
+
+
+def trimmed_mean(xs) -> float:
+    """The mean of ``xs`` without its largest value (one long step does not flag a rank);
+    the plain mean of fewer than three values."""
+    n = len(xs)
+    if n < 3:
+        return sum(xs) / n
+    return (sum(xs) - max(xs)) / (n - 1)
+
+
+def groups_of(agents: dict) -> dict[int, str]:
+    """Each rank's clock group: its agent's host when the agents (pid -> hello fields) name
+    more than one host (a merged multi-node log); else none (``""``: one node, one clock).
+    A launcher's agent (``world_size`` 1, as torchrun's) names no rank's host."""
+    hosts = {a.get("host") for a in agents.values() if a.get("host")}
+    if len(hosts) < 2:
+        return {}
+    out: dict[int, str] = {}
+    for a in agents.values():
+        rank, host = a.get("rank"), a.get("host")
+        if type(rank) is int and host and (a.get("world_size") or 0) > 1:
+            out[rank] = str(host)
+    return out
