@@ -141,6 +141,22 @@ def test_ranks_have_steps_step_time_and_the_straggler_flag():
     assert _get(s, "trainmeter_rank_straggler", rank="0") == 0
 
 
+def test_each_rank_has_its_arrival_lag_the_jobs_wait_on_it_and_its_time_per_bucket():
+    """The synchronous straggler figures (docs/spec.md "Stragglers"), as the snapshot has them:
+    a null lag (rank 0: not in a synchronous group) is left out, never exported as 0."""
+    split = {"0": None, "1": {"compute": 40.0, "data": 12.5, "wait": 0.0}}
+    snap = {**SNAP, "rank_lag_s": {"0": None, "1": 0.031}, "straggler_cost_s": {"1": 0.029},
+            "rank_time_split": split}  # fmt: skip
+    s = _scrape(snap)
+    assert _get(s, "trainmeter_rank_lag_seconds", rank="1") == 0.031
+    assert not [k for k in s if k[0] == "trainmeter_rank_lag_seconds" and ("rank", "0") in k[1]]
+    assert _get(s, "trainmeter_rank_job_wait_seconds", rank="1") == 0.029
+    assert _get(s, "trainmeter_rank_time_split_seconds", rank="1", bucket="data") == 12.5
+    assert _get(s, "trainmeter_rank_time_split_seconds", rank="1", bucket="wait") == 0.0
+    assert not [k for k in s if k[0] == "trainmeter_rank_time_split_seconds"
+                and ("rank", "0") in k[1]]  # fmt: skip
+
+
 def test_a_node_without_rank_0_exports_its_ranks_and_gpus_but_no_job_wide_figures():
     snap = {**SNAP, "ranks": {"8": 40, "9": 40}, "rank_step_time_s": {"8": 0.2, "9": 0.2},
             "stragglers": None, "step": 0, "tokens": 0}  # fmt: skip

@@ -246,13 +246,28 @@ def _clock_families(out: _Families, snap: Mapping) -> None:
 
 
 def _rank_families(out: _Families, snap: Mapping) -> None:
-    """Per rank this supervisor saw: steps, step time, straggler flag."""
+    """Per rank this supervisor saw: steps, step time, arrival lag, the job's wait on it, its
+    time per bucket, straggler flag (docs/spec.md "Stragglers")."""
     times = snap.get("rank_step_time_s") or {}
+    lags = snap.get("rank_lag_s") or {}
+    costs = snap.get("straggler_cost_s") or {}
+    splits = snap.get("rank_time_split") or {}
     stragglers = snap.get("stragglers")
     for rank, steps in (snap.get("ranks") or {}).items():
         out.add("rank_steps", "optimizer steps of one rank", steps, "counter", rank=rank)
         out.add("rank_step_time_seconds", "mean of a rank's last 20 timed step intervals",
                 times.get(rank), rank=rank)  # fmt: skip
+        out.add("rank_lag_seconds", "mean lag of the rank's arrival at a step (its last "
+                "backward) behind the median rank, last 20 synchronous steps", lags.get(rank),
+                rank=rank)  # fmt: skip
+        out.add("rank_job_wait_seconds", "mean time per step the job waits for this rank "
+                "(a straggler's cost), last 20 synchronous steps", costs.get(rank),
+                rank=rank)  # fmt: skip
+        split = splits.get(rank) if isinstance(splits, Mapping) else None
+        for bucket, seconds in (split or {}).items():
+            out.add("rank_time_split_seconds", "one rank's time per bucket (wait: for "
+                    "other ranks at synchronous steps)", seconds, rank=rank,
+                    bucket=str(bucket))  # fmt: skip
         if stragglers is not None:
             out.add("rank_straggler", "1 when the rank is flagged as consistently slower",
                     int(int(rank) in stragglers), rank=rank)  # fmt: skip
