@@ -68,10 +68,11 @@ class _Rank:
 class _Group:
     """Ranks sharing one clock: their steps joined by number."""
 
-    __slots__ = ("members", "open", "sync")
+    __slots__ = ("members", "need", "open", "sync")
 
-    def __init__(self) -> None:
+    def __init__(self, need: int) -> None:
         self.members: set[int] = set()  # ranks that sent an arrival
+        self.need = need  # records that close a step: the ranks its hellos name, or more
         self.open: dict[int, dict[int, tuple[float, float]]] = {}  # step -> rank -> (arr, t)
         self.sync: deque = deque(maxlen=LAG_WINDOW)  # joined steps: synchronous or not
 
@@ -89,6 +90,7 @@ class Ranks:
         self.groups: dict[str, _Group] = {}
         self._agents_seen = -1  # len(agents) when the groups were last decided
         self._groups_of: dict[int, str] = {}  # rank -> group, from the agents' hellos
+        self._expected: dict[str, int] = {}  # group -> ranks its hellos name
 
     # -- records in ---------------------------------------------------------------------------
     def on_step(self, rank: int, step: int, t: float, arr, dt: float | None, first: bool,
@@ -149,6 +151,9 @@ class Ranks:
         """An agent connected: decide each rank's group again (a moved rank's joins restart)."""
         self._agents_seen = len(agents)
         self._groups_of = groups_of(agents)
+        self._expected = {}
+        for group in self._groups_of.values():
+            self._expected[group] = self._expected.get(group, 0) + 1
         for rank, r in self.ranks.items():
             group = self._groups_of.get(rank, "")
             if group != r.group:
@@ -158,15 +163,21 @@ class Ranks:
     def _join(self, rank: int, r: _Rank, step: int, arr: float, t: float) -> None:
         g = self.groups.get(r.group)
         if g is None:
-            g = self.groups[r.group] = _Group()
-        g.members.add(rank)
+            g = self.groups[r.group] = _Group(self._expected.get(r.group, 0))
+        if rank not in g.members:
+            g.members.add(rank)
+            g.need = max(g.need, len(g.members))
         row = g.open.setdefault(step, {})
         row[rank] = (arr, t)
-        if len(row) >= len(g.members):
+        if len(row) >= g.need:
             del g.open[step]
             self._evaluate(g, row)
         while g.open and (len(g.open) > JOIN_STEPS or next(iter(g.open)) < step - JOIN_STEPS):
-            self._evaluate(g, g.open.pop(next(iter(g.open))))  # a rank never sent it
+            stale = g.open.pop(next(iter(g.open)))  # a rank never sent it: it stopped
+            g.members, g.need = set(stale), len(stale)  # later steps close without it
+            self._evaluate(g, stale)
+            for n in [n for n, row in g.open.items() if len(row) >= g.need]:
+                self._evaluate(g, g.open.pop(n))
 
     def _evaluate(self, g: _Group, row: dict[int, tuple[float, float]]) -> None:
         """One joined step: each rank's lag behind the lower median arrival, its wait for the
@@ -308,15 +319,12 @@ def trimmed_mean(xs) -> float:
 
 
 def groups_of(agents: dict) -> dict[int, str]:
-    """Each rank's clock group: its agent's host when the agents (pid -> hello fields) name
-    more than one host (a merged multi-node log); else none (``""``: one node, one clock).
-    A launcher's agent (``world_size`` 1, as torchrun's) names no rank's host."""
-    hosts = {a.get("host") for a in agents.values() if a.get("host")}
-    if len(hosts) < 2:
-        return {}
-    out: dict[int, str] = {}
-    for a in agents.values():
-        rank, host = a.get("rank"), a.get("host")
-        if type(rank) is int and host and (a.get("world_size") or 0) > 1:
-            out[rank] = str(host)
-    return out
+    """Each rank's clock group, from the agents' hellos (pid -> hello fields): its host when
+    they name more than one host (a merged multi-node log), else ``""`` (one node, one clock).
+    Only ranks of a world of two or more (a launcher's own agent, torchrun's, is alone in its
+    world of 1)."""
+    named = [a for a in agents.values() if type(a.get("rank")) is int
+             and type(a.get("world_size")) is int and a["world_size"] > 1]  # fmt: skip
+    hosts = {a.get("host") for a in named if a.get("host")}
+    one = len(hosts) < 2
+    return {a["rank"]: "" if one else str(a.get("host") or "") for a in named}
