@@ -177,3 +177,49 @@ def test_a_passport_that_cannot_be_written_is_noted_and_the_log_still_closes(
     assert "passport not written" in capsys.readouterr().err
     rebuilt, was_rebuilt = passport_files.load(folder)  # tm passport still has one to show
     assert was_rebuilt and rebuilt["tokens"] == 30
+
+
+def test_a_one_rank_run_has_no_ranks_section():
+    p = passport.build(_snap(ranks={"0": 10}))
+    assert p["ranks"] is None
+    assert "## Ranks" not in passport.markdown(p)
+
+
+def test_the_ranks_section_carries_each_ranks_own_figures_and_the_stragglers_cost_in_words():
+    """The snapshot's per-rank keys (docs/spec.md "Stragglers") pass through unchanged; the
+    Markdown says who holds the job up, by how much and why (38.1 ms = 0.0381 s x 1000)."""
+    split = {"compute": 60.0, "data": 25.5, "checkpoint": 0.0, "eval": 0.0, "wait": 0.0,
+             "other": 2.0}  # fmt: skip
+    cause = "rank 1: data loader (+38.1 ms/step data wait over the median rank)"
+    snap = _snap(ranks={"0": 10, "1": 10}, rank_step_time_s={"0": 0.3, "1": 0.3},
+                 rank_lag_s={"0": 0.0, "1": 0.0381}, straggler_cost_s={"0": 0.0, "1": 0.0381},
+                 straggler_share={"0": 0.0, "1": 0.127}, rank_time_split={"0": None, "1": split},
+                 stragglers=[1], straggler_rule={"1": "lag"},
+                 straggler_cause={"1": cause})  # fmt: skip
+    p = passport.build(snap)
+    one = p["ranks"]["by_rank"]["1"]
+    assert p["ranks"]["count"] == 2 and p["ranks"]["stragglers"] == [1]
+    assert (one["steps"], one["lag_s"], one["job_wait_s"], one["job_wait_share"]) == (
+        10, 0.0381, 0.0381, 0.127)  # fmt: skip
+    assert one["time_split"] == split and one["cause"] == cause and one["rule"] == "lag"
+    assert (
+        p["ranks"]["by_rank"]["0"]["time_split"] is None
+        and p["ranks"]["by_rank"]["0"]["rule"] is None
+    )
+    md = passport.markdown(p)
+    assert ("- rank 1 (flagged by arrival lag): the job waits 38.1 ms per step on it (12.7% of "
+            f"step time); cause: {cause}") in md  # fmt: skip
+    assert (
+        "| 1 | 10 | 300 ms | 38.1 ms | 38.1 ms | 1 min 00 s | 25.5 s | 0 ms | 0 ms | 0 ms | 2.0 s |"
+        in md
+    )
+    assert "| 0 | 10 | 300 ms | 0 ms | 0 ms | – | – | – | – | – | – |" in md
+    _, summary = passport.flat(p)
+    assert summary["stragglers"] == 1 and summary["straggler_job_wait_s/rank1"] == 0.0381
+
+
+def test_no_straggler_and_not_evaluated_are_told_apart():
+    both = {"ranks": {"0": 3, "1": 3}}
+    assert "Stragglers: none." in passport.markdown(passport.build(_snap(**both, stragglers=[])))
+    md = passport.markdown(passport.build(_snap(**both, stragglers=None)))
+    assert "Stragglers: not evaluated" in md

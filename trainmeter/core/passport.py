@@ -76,12 +76,37 @@ def build(snap: dict[str, Any], *, version: str | None = None) -> dict[str, Any]
     out["tokens_per_s_avg"] = _known(
         snap.get("tokens_per_s_avg"), why, "tokens_per_s_avg", WHY_NO_TIMED_STEP
     )
+    out["ranks"] = _ranks(snap)
     if isinstance(snap.get("process"), dict):  # tm attach: no agent was ever inside
         why = {k: WHY_ATTACHED if v in (WHY_NO_MODEL, WHY_NO_TIMED_STEP) else v
                for k, v in why.items()}  # fmt: skip
     out["unknown"] = why
     out["notes"] = [str(n) for n in snap.get("notes") or []]
     return out
+
+
+def _ranks(snap: dict) -> dict[str, Any] | None:
+    """Per rank (runs of two or more ranks; None otherwise): ``count``, ``stragglers`` and
+    ``by_rank`` {rank: ``steps``, ``step_time_s``, ``lag_s`` (arrival behind the median rank),
+    ``job_wait_s`` (what the job waits per step on it) and ``job_wait_share`` (of the step
+    time), ``time_split`` (s per bucket), and for a straggler ``rule`` and ``cause``}, each
+    the snapshot's own figure (docs/spec.md "Stragglers"), null where it has none."""
+    steps = _dict(snap.get("ranks"))
+    if len(steps) < 2:
+        return None
+    keys = (("step_time_s", "rank_step_time_s"), ("lag_s", "rank_lag_s"),
+            ("job_wait_s", "straggler_cost_s"), ("job_wait_share", "straggler_share"),
+            ("time_split", "rank_time_split"), ("rule", "straggler_rule"),
+            ("cause", "straggler_cause"))  # fmt: skip
+    by = {k: _dict(snap.get(src)) for k, src in keys}
+    stragglers = snap.get("stragglers")
+    return {
+        "count": len(steps),
+        "stragglers": list(stragglers) if isinstance(stragglers, list) else None,
+        "by_rank": {
+            r: {"steps": n, **{k: by[k].get(r) for k, _ in keys}} for r, n in steps.items()
+        },
+    }
 
 
 def _dict(x: Any) -> dict[str, Any]:
@@ -321,10 +346,63 @@ def markdown(p: dict[str, Any]) -> str:
     ]  # fmt: skip
     lines = [f"# Run passport: {_cell(title)}", "", "| figure | value |", "|---|---|"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in rows]
+    lines += _ranks_md(p.get("ranks"))
     notes = p.get("notes") or []
     if notes:
         lines += ["", "## Notes", ""] + [f"- {_cell(n)}" for n in notes]
     return "\n".join(lines) + "\n"
+
+
+MAX_RANK_ROWS = 64  # ranks listed one per row in the Markdown (the rest are counted)
+_SPLIT_MD = ("compute", "data", "checkpoint", "eval", "wait", "other")
+
+
+def _ranks_md(ranks: Any) -> list[str]:
+    """The passport's "Ranks" section: the stragglers in words, then one row per rank."""
+    if not isinstance(ranks, dict):
+        return []
+    by = ranks.get("by_rank") or {}
+    flagged = ranks.get("stragglers")
+    lines = ["", f"## Ranks ({ranks.get('count')})", ""]
+    if flagged is None:
+        lines.append("Stragglers: not evaluated (fewer than two ranks with timed steps).")
+    elif not flagged:
+        lines.append("Stragglers: none.")
+    for r in flagged or []:
+        lines.append(f"- {_straggler_md(str(r), by.get(str(r)) or {})}")
+    head = ["rank", "steps", "step time", "lag", "job waits", *_SPLIT_MD]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r, f in list(by.items())[:MAX_RANK_ROWS]:
+        split = f.get("time_split") or {}
+        cells = [r, _count(f.get("steps")), _secs(f.get("step_time_s")), _secs(f.get("lag_s")),
+                 _secs(f.get("job_wait_s")), *(_secs(split.get(b)) for b in _SPLIT_MD)]  # fmt: skip
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    if len(by) > MAX_RANK_ROWS:
+        lines.append(f"\n{len(by) - MAX_RANK_ROWS:,} more ranks in the JSON passport.")
+    return lines
+
+
+_RULE_MD = {"lag": "arrival lag", "interval": "step interval",
+            "lag+interval": "arrival lag and step interval"}  # fmt: skip
+
+
+def _straggler_md(rank: str, f: dict) -> str:
+    """One straggler in words: 'rank 2 (flagged by arrival lag): the job waits 38.1 ms per step
+    on it (12.0% of step time); cause: data loader (...)'."""
+    rule = _RULE_MD.get(f.get("rule"), f.get("rule"))
+    text = f"rank {rank}" + (f" (flagged by {rule})" if rule else "")
+    if _num(f.get("job_wait_s")):
+        text += f": the job waits {_secs(f['job_wait_s'])} per step on it"
+        if _num(f.get("job_wait_share")):
+            text += f" ({_pct(f['job_wait_share'])} of step time)"
+    return text + (f"; cause: {f['cause']}" if f.get("cause") else "")
+
+
+def _secs(x: Any) -> str:
+    """Seconds for a table cell: "38.1 ms" below one second, else :func:`format_duration`."""
+    if not _num(x):
+        return "–"
+    return f"{x * 1000:.3g} ms" if abs(x) < 1 else format_duration(x)
 
 
 def _cell(text: Any) -> str:
@@ -530,6 +608,12 @@ def flat(p: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
         summary.update({f"{key}/{c}": v for c, v in (p.get(key) or {}).items()})
     by = (p.get("mfu") or {}).get("by_convention") or {}
     summary.update({f"mfu_avg/{c}": v for c, v in by.items()})
+    ranks = p.get("ranks") or {}
+    if isinstance(ranks.get("stragglers"), list):
+        summary["stragglers"] = len(ranks["stragglers"])
+        for r in ranks["stragglers"]:
+            f = (ranks.get("by_rank") or {}).get(str(r)) or {}
+            summary[f"straggler_job_wait_s/rank{r}"] = f.get("job_wait_s")
     return (
         {k: v for k, v in config.items() if v is not None},
         {k: v for k, v in summary.items() if _num(v)},
