@@ -313,10 +313,13 @@ export const SPLIT = [
   { key: "other", label: "other" },
 ];
 
-/** time_split as shares: [{key, label, seconds, share}] (shares of the summed seconds), or null. */
-export function timeShares(split) {
+/**
+ * A split of seconds by bucket (time_split, or one rank's rank_time_split entry over RANK_SPLIT) as
+ * shares: [{key, label, seconds, share}] (shares of the summed seconds), or null.
+ */
+export function timeShares(split, buckets = SPLIT) {
   if (!isObj(split)) return null;
-  const parts = SPLIT.map((p) => ({ ...p, seconds: isNum(split[p.key]) && split[p.key] >= 0 ? split[p.key] : null }));
+  const parts = buckets.map((p) => ({ ...p, seconds: isNum(split[p.key]) && split[p.key] >= 0 ? split[p.key] : null }));
   const total = parts.reduce((s, p) => s + (p.seconds ?? 0), 0);
   if (!(total > 0)) return null;
   return parts.map((p) => ({ ...p, share: p.seconds === null ? null : p.seconds / total }));
@@ -335,8 +338,19 @@ export function stragglerSet(stragglers) {
 }
 
 /**
- * Per-rank rows from rank_step_time_s and ranks: [{rank, stepTime, steps, vsFastest, straggler}],
- * in rank order. vsFastest is step time over the fastest rank's (1 = the fastest).
+ * One rank's buckets of step time, in the order drawn: compute, data wait, checkpoint, eval and
+ * the wait for other ranks (its "other", time outside steps, is left out: start-up dwarfs it).
+ */
+export const RANK_SPLIT = [...SPLIT.slice(0, 4), { key: "wait", label: "waiting for other ranks" }];
+
+const num = (obj, key) => (isObj(obj) && isNum(obj[key]) ? obj[key] : null);
+
+/**
+ * Per-rank rows, in rank order: [{rank, stepTime, steps, vsFastest, lag, jobWait, jobWaitShare,
+ * shares, straggler, rule, cause}]. vsFastest is step time over the fastest rank's (1 = the
+ * fastest); lag (rank_lag_s), jobWait (straggler_cost_s), jobWaitShare (straggler_share),
+ * shares (timeShares of rank_time_split over RANK_SPLIT), rule and cause (straggler_rule, straggler_cause) are
+ * the engine's own figures (trainmeter/core/ranks.py), null where it has none.
  */
 export function rankRows(snap) {
   const times = isObj(snap.rank_step_time_s) ? snap.rank_step_time_s : {};
@@ -346,6 +360,9 @@ export function rankRows(snap) {
   const finite = names.map((r) => times[r]).filter((t) => isNum(t) && t > 0);
   const fastest = finite.length ? Math.min(...finite) : null;
   const flagged = stragglerSet(snap.stragglers);
+  const splits = isObj(snap.rank_time_split) ? snap.rank_time_split : {};
+  const rules = isObj(snap.straggler_rule) ? snap.straggler_rule : {};
+  const causes = isObj(snap.straggler_cause) ? snap.straggler_cause : {};
   return names.map((rank) => {
     const t = isNum(times[rank]) ? times[rank] : null;
     return {
@@ -353,7 +370,13 @@ export function rankRows(snap) {
       stepTime: t,
       steps: isNum(steps[rank]) ? steps[rank] : null,
       vsFastest: t !== null && fastest ? t / fastest : null,
+      lag: num(snap.rank_lag_s, rank),
+      jobWait: num(snap.straggler_cost_s, rank),
+      jobWaitShare: num(snap.straggler_share, rank),
+      shares: timeShares(splits[rank], RANK_SPLIT),
       straggler: flagged ? flagged.has(rank) : null,
+      rule: str(rules[rank]) || null,
+      cause: str(causes[rank]) || null,
     };
   });
 }

@@ -1,14 +1,17 @@
 // Where the time goes: the share of run time spent in compute, data wait, checkpoint, eval and
 // other (time_split; "not measured yet" until it is), the mean step time either way, and per rank
-// (where there are several) each rank's step time with stragglers marked.
+// (where there are several) each rank's step time, arrival lag, the job's wait on it and its own
+// split with the wait for other ranks, stragglers marked with their cost and cause (all computed
+// by the engine, trainmeter/core/ranks.py).
 
-import { isObj, NOT_MEASURED, rankRows, SPLIT, stragglerSet, timeShares } from "../derive.js";
+import { isObj, NOT_MEASURED, RANK_SPLIT, rankRows, SPLIT, stragglerSet, timeShares } from "../derive.js";
 import { el, setText } from "../dom.js";
 import { count, duration, isNum, percent } from "../format.js";
 import { createFigure } from "./figure.js";
 import { createPanel } from "./panel.js";
 
-const SPLIT_COLOR = { compute: 1, data: 2, checkpoint: 4, eval: 3, other: "muted" };
+const SPLIT_COLOR = { compute: 1, data: 2, checkpoint: 4, eval: 3, wait: 5, other: "muted" };
+const RANK_HEAD = ["rank", "step time", "arrival lag", "job waits", "steps", "step split", ""];
 
 export function createTimePanel() {
   const panel = createPanel("time", "where the time goes");
@@ -42,12 +45,25 @@ export function createTimePanel() {
     el(
       "thead",
       {},
-      el("tr", {}, ...["rank", "step time", "vs fastest", "steps", ""].map((h) => el("th", { text: h }))),
+      el("tr", {}, ...RANK_HEAD.map((h) => el("th", { text: h }))),
     ),
     rankBody,
   );
   const rankNote = el("div", { class: "tm-caption", testid: "tm-stragglers" });
-  const ranks = el("div", { class: "tm-ranks" }, el("div", { class: "tm-label", text: "per rank" }), rankTable, rankNote);
+  const ranks = el(
+    "div",
+    { class: "tm-ranks" },
+    el("div", { class: "tm-label", text: "per rank" }),
+    el("div", { class: "tm-table-scroll" }, rankTable),
+    el(
+      "div",
+      { class: "tm-split-legend" },
+      ...RANK_SPLIT.map(({ key, label }) =>
+        el("span", { class: "tm-split-item" }, el("span", { class: `tm-swatch tm-swatch-${SPLIT_COLOR[key]}` }), document.createTextNode(` ${label}`)),
+      ),
+    ),
+    rankNote,
+  );
 
   panel.body.append(stepTime.el, split, ranks);
   let rankKey = "";
@@ -86,29 +102,57 @@ export function createTimePanel() {
         const key = rows.map((r) => r.rank).join(",");
         if (key !== rankKey) {
           rankKey = key;
-          rankCells = rows.map(() => [0, 1, 2, 3, 4].map(() => el("td")));
+          rankCells = rows.map(() => RANK_HEAD.map(() => el("td")));
           rankBody.replaceChildren(...rankCells.map((cells) => el("tr", {}, ...cells)));
         }
         rows.forEach((r, i) => {
-          const [c0, c1, c2, c3, c4] = rankCells[i];
+          const [c0, c1, c2, c3, c4, c5, c6] = rankCells[i];
           setText(c0, r.rank);
           setText(c1, r.stepTime === null ? NOT_MEASURED : duration(r.stepTime));
-          setText(c2, r.vsFastest === null ? "" : r.vsFastest === 1 ? "fastest" : `+${percent(r.vsFastest - 1)}`);
-          setText(c3, count(r.steps));
-          setText(c4, r.straggler ? "straggler" : "");
+          c1.title = r.vsFastest === null ? "" : r.vsFastest === 1 ? "the fastest rank" : `+${percent(r.vsFastest - 1)} over the fastest rank`;
+          setText(c2, r.lag === null ? "–" : signedDuration(r.lag));
+          setText(c3, r.jobWait === null ? "–" : `${duration(r.jobWait)}/step`);
+          setText(c4, count(r.steps));
+          c5.replaceChildren(rankBar(r.shares));
+          setText(c6, r.straggler ? "straggler" : "");
           c0.parentNode.classList.toggle("tm-straggler", r.straggler === true);
         });
-        const flagged = stragglerSet(snap.stragglers);
-        setText(
-          rankNote,
-          flagged === null
-            ? `stragglers: ${NOT_MEASURED}`
-            : flagged.size
-              ? `stragglers: rank${flagged.size > 1 ? "s" : ""} ${[...flagged].join(", ")} consistently slower`
-              : "stragglers: none",
-        );
+        rankNote.replaceChildren(...stragglerLines(snap, rows));
       }
-      if (!isObj(snap.rank_step_time_s) && rows.length >= 2) setText(rankNote, `per-rank step time: ${NOT_MEASURED}`);
     },
   };
+}
+
+/** A rank's split as a thin stacked bar (its title lists the buckets), or a dash. */
+function rankBar(shares) {
+  if (!shares) return document.createTextNode("–");
+  const bar = el("div", { class: "tm-split-bar tm-rank-bar" });
+  bar.title = shares.map((p) => `${p.label} ${p.share === null ? "–" : percent(p.share)}`).join(" · ");
+  for (const p of shares) {
+    if (!p.share) continue;
+    const seg = el("div", { class: `tm-split-seg tm-bg-${SPLIT_COLOR[p.key]}` });
+    seg.style.width = `${100 * p.share}%`;
+    bar.append(seg);
+  }
+  return bar;
+}
+
+/** "+29.0 ms" / "−1.0 ms": a lag behind (or ahead of) the median rank. */
+function signedDuration(s) {
+  return `${s < 0 ? "−" : "+"}${duration(Math.abs(s))}`;
+}
+
+/** The stragglers caption: none, not measured, or per straggler its cause and the job's wait. */
+function stragglerLines(snap, rows) {
+  const flagged = stragglerSet(snap.stragglers);
+  if (!isObj(snap.rank_step_time_s) && !isObj(snap.rank_lag_s)) return [`per-rank step time: ${NOT_MEASURED}`];
+  if (flagged === null) return [`stragglers: ${NOT_MEASURED}`];
+  if (!flagged.size) return ["stragglers: none"];
+  return rows
+    .filter((r) => r.straggler)
+    .map((r) => {
+      const cost = r.jobWait === null ? "" : ` · the job waits ${duration(r.jobWait)} per step on it${r.jobWaitShare === null ? "" : ` (${percent(r.jobWaitShare)} of step time)`}`;
+      const why = r.cause || `rank ${r.rank}: consistently slower`;
+      return el("div", { class: "tm-straggler-line", text: `straggler: ${why}${cost}` });
+    });
 }

@@ -14,6 +14,7 @@ import {
   ofuFigure,
   paramCounts,
   parsePrice,
+  RANK_SPLIT,
   rankRows,
   runConvention,
   shownConvention,
@@ -168,6 +169,32 @@ test("per-rank rows in rank order, stragglers marked, unknown until measured", (
   assert.equal(stragglerSet(null), null);
   assert.deepEqual([...stragglerSet({ 3: { slower: 0.2 } })], ["3"]);
   assert.deepEqual([...stragglerSet([{ rank: 5 }, 1])], ["5", "1"]);
+});
+
+test("per-rank rows carry the engine's lag, the job's wait, the rank's own split and the cause", () => {
+  const snap = {
+    ranks: { 0: 20, 1: 20 },
+    rank_step_time_s: { 0: 0.1, 1: 0.1 },
+    rank_lag_s: { 0: -0.001, 1: 0.029 },
+    straggler_cost_s: { 0: 0, 1: 0.029 },
+    straggler_share: { 0: 0, 1: 0.29 },
+    // rank 1: 2 s compute, 1 s data wait, 0.5 s waiting for none; rank 0 waited 1.5 s for rank 1
+    rank_time_split: { 0: { compute: 2, data: 0, checkpoint: 0, eval: 0, wait: 1.5, other: 0.5 }, 1: null },
+    stragglers: [1],
+    straggler_rule: { 1: "lag" },
+    straggler_cause: { 1: "rank 1: data loader (+29 ms/step data wait over the median rank)" },
+  };
+  const [r0, r1] = rankRows(snap);
+  assert.deepEqual([r0.lag, r0.jobWait, r0.rule, r0.cause], [-0.001, 0, null, null]);
+  assert.deepEqual([r1.lag, r1.jobWait, r1.jobWaitShare, r1.rule], [0.029, 0.029, 0.29, "lag"]);
+  assert.match(r1.cause, /data loader/);
+  assert.equal(r1.shares, null); // no span from rank 1 yet
+  // rank 0's shares of its 3.5 s in steps by hand (its 0.5 s "other" left out): 2/3.5, 0, 0, 0,
+  // 1.5/3.5, in RANK_SPLIT's order
+  assert.deepEqual(r0.shares.map((p) => p.key), ["compute", "data", "checkpoint", "eval", "wait"]);
+  assert.deepEqual(r0.shares.map((p) => p.key), RANK_SPLIT.map((p) => p.key));
+  assert.deepEqual(r0.shares.map((p) => p.share), [2 / 3.5, 0, 0, 0, 1.5 / 3.5]);
+  assert.deepEqual(rankRows({ ranks: { 0: 1, 1: 1 } }).map((r) => [r.lag, r.shares]), [[null, null], [null, null]]);
 });
 
 test("the budget is tokens, or FLOPs in the run's convention, or how to declare one", () => {
