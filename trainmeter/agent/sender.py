@@ -665,9 +665,9 @@ class QueueReader:
         int encodes in a fraction of a float's time. ``seq_sq`` is each step's sum over its
         sequences of the squared sequence length (tokens x their sequence's length): the
         engine's token-weighted mean sequence length. ``arr_us`` is each optimizer step's
-        arrival: its last training ``backward()`` call's time stamp, microseconds after ``t0``
-        (negative for the first step's), null when none was stamped (docs/spec.md
-        "Stragglers"); the batch has the column when one step has an arrival.
+        arrival, its last training ``backward()`` call: whole microseconds from it to the
+        step's own time, null when none was stamped (docs/spec.md "Stragglers"); the batch
+        has the column when one step has an arrival.
         """
         tensor, ints, count_call, led = self.tensor, self.ints, self.count_call, self.ledger
         bax = self.batch_axis
@@ -681,7 +681,7 @@ class QueueReader:
             if t0 is None:
                 t0 = t
             dt.append(int((t - t0) * 1e6 + 0.5))
-            arr_us.append(None if arr is None else round((arr - t0) * 1e6))
+            arr_us.append(arr and int((t - arr) * 1e6 + 0.5))  # None: none (never 0.0)
             arr = None
             step.append(n)
             tokens.append(more_tok)
@@ -746,7 +746,7 @@ class QueueReader:
             batch = {"v": 1, "k": "steps", "rank": self.rank, "t0": t0, "dt_us": dt,
                      "step": step, "tokens": tokens, "samples": samples,
                      "seq_sq": seq_sq}  # fmt: skip
-            if any(a is not None for a in arr_us):
+            if arr_us.count(None) < len(arr_us):
                 batch["arr_us"] = arr_us
         return batch, self._spans(spans), records
 

@@ -401,13 +401,14 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
     collected as columns: ``{"v", "k": "steps", "rank", "t0", "dt_us": [...], "step": [...],
     "tokens": [...], "samples": [...], "seq_sq": [...]}`` (times: ``t0`` plus whole
     microseconds; a ``t`` list of times is read too; ``seq_sq`` may be absent, as older agents
-    sent none). ``arr_us`` (optional, with ``t0``): each step's arrival (its last training
-    ``backward()`` call) in whole microseconds after ``t0``, null where unknown, expanded to
-    the step record's ``arr`` (s since the epoch). Encoding columns costs the training process far
-    less than one JSON object per step (docs/performance.md). A ``spans`` batch is the same for
-    time spans: ``{"v", "k": "spans", "rank", "name": [...], "t": [...], "dur": [...]}``. An
-    agent sends a flush's ``spans`` batch right after its ``steps`` batch, so every step that
-    was queued before a span's end has reached the engine when the span does (the engine's
+    sent none). ``arr_us`` (optional): each step's arrival (its last training ``backward()``
+    call) in whole microseconds before the step's time, null where unknown, expanded to the
+    step record's ``arr`` (s since the epoch). Encoding columns costs the training process far
+    less than one JSON object per step (docs/performance.md). A ``spans`` batch is the same
+    for time spans: ``{"v", "k": "spans", "rank", "name": [...], "t": [...], "dur": [...]}``.
+    An agent sends a flush's ``spans`` batch right after its ``steps`` batch, so every step
+    that was queued before a span's end has reached the engine when the span does (the
+    engine's
     ``time_split`` relies on it, docs/spec.md "Time spans").
 
     Raises:
@@ -448,12 +449,12 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
 
 def _with_arrivals(rec: dict, cols: list, rank: int, v: Any) -> list[dict[str, Any]]:
     """The step records of a batch with an ``arr_us`` column (``seq_sq`` present too)."""
-    t0, arr_us = rec.get("t0"), rec["arr_us"]
-    if not _is(t0, _NUM) or not isinstance(arr_us, list) or len(arr_us) != len(cols[0]):
-        raise RecordError("steps batch: 'arr_us' must be a list as long as 'step', with 't0'")
+    arr_us = rec["arr_us"]
+    if not isinstance(arr_us, list) or len(arr_us) != len(cols[0]):
+        raise RecordError("steps batch: 'arr_us' must be a list as long as 'step'")
     if not all(a is None or type(a) is int for a in arr_us):
         raise RecordError("step: 'arr_us' must hold whole microseconds or null")
-    arr = [None if a is None else t0 + a / 1e6 for a in arr_us]
+    arr = [None if a is None else t - a / 1e6 for t, a in zip(cols[0], arr_us, strict=True)]
     out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
             "samples": smp or None, "seq_sq": q or None, "arr": a}
            for t, n, tok, smp, q, a in zip(*cols, arr, strict=True)]  # fmt: skip
