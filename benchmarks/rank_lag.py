@@ -3,19 +3,20 @@ supervisor, measured side by side.
 
     python benchmarks/rank_lag.py [--rounds 300]
 
-1. **The training thread.** The one change there: the backward wrapper an optimizer-clocked
-   loop keeps (``BackwardTap._lean``) queues ``(time.time(), loss)`` instead of
-   ``(0.0, loss)``. The minimal loop of ``agent_overhead.py`` (one thread) runs blocks of 100
-   steps with torch's own ``backward``, the wrapper as it was (no stamp) and the wrapper as it
-   is (stamped), in a shuffled order each round; the figure is the median paired difference
-   (stamped less unstamped) per step, with a bootstrap 90 % interval, at the block median and
-   at each block's 10th-percentile step (which this machine's noise moves less). No sender
-   thread runs: the queue is cleared after each block.
+1. **The training thread.** The one change there: in a run of two ranks or more, the
+   backward wrapper an optimizer-clocked loop keeps (``BackwardTap.lean``) queues
+   ``(time.time(), loss)`` instead of ``(0.0, loss)`` (a one-rank run's). The minimal loop of
+   ``agent_overhead.py`` (one thread) runs blocks of 100 steps with torch's own ``backward``,
+   the wrapper unstamped and the wrapper stamped, in a shuffled order each round; the figure
+   is the median paired difference (stamped less unstamped) per step, with a bootstrap 90 %
+   interval, at the block median and at each block's 10th-percentile step (which this
+   machine's noise moves less). No sender thread runs: the queue is cleared after each block.
 2. **The sender thread** (its reader, ``QueueReader.read``): a flush of 1000 steps, each a
    stamped backward and a step stamp, against the same with unstamped backwards (no
    ``arr_us`` column), per step.
-3. **The supervisor** (``decode_wire`` of the batch and ``Engine.apply`` of its records, 4
-   ranks joined by step): per step record, with the column against without it.
+3. **The supervisor** (another process): ``decode_wire`` of a 1000-step batch, and
+   ``Engine.apply`` of 4 ranks' step records, flushes of 10 steps in turn (joined by step
+   number), per step record, with the column against without it.
 
 docs/performance.md quotes the result.
 """
@@ -34,27 +35,6 @@ from agent_overhead import _interval, _median_step, _setup
 T0 = 1.7e9
 
 
-def _unstamped(orig, tap, torch):
-    """The lean wrapper as it was before the arrival: ``(0.0, loss)`` (the baseline)."""
-    put, tensor, scaled = tap.put, torch.Tensor, tap.scaled
-
-    def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
-                 grad_variables=None, inputs=None):  # fmt: skip
-        if tap.on:
-            try:
-                if type(tensors) is tensor and tensors.is_cpu and scaled[0] is None:
-                    put((0.0, tensors))
-                else:
-                    put((0.0, tap.loss_of(tensors)))
-                if tap.on_call is not None:
-                    tap.on_call()
-            except Exception:
-                tap.on = False
-        return orig(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
-
-    return backward
-
-
 def training_thread(rounds: int) -> dict[str, dict[str, list[float]]]:
     """Per variant, each block's median and 10th-percentile step (s), paired by round."""
     from trainmeter.agent.backward import BackwardTap
@@ -68,10 +48,12 @@ def training_thread(rounds: int) -> dict[str, dict[str, list[float]]]:
 
     tap = BackwardTap(_Agent(), torch)
     tap.start()
-    tap.lean()
+    tap.lean(stamp=False)  # a one-rank run's wrapper
+    unstamped = torch.autograd.backward
+    tap.lean(stamp=True)  # a many-rank run's
     stamped = torch.autograd.backward
     own = stamped.__wrapped__
-    variants = {"torch's own": own, "unstamped": _unstamped(own, tap, torch), "stamped": stamped}
+    variants = {"torch's own": own, "unstamped": unstamped, "stamped": stamped}
     got = {k: {"median": [], "p10": []} for k in variants}
     _median_step(model, opt, x, 300)
     rng = random.Random(0)
@@ -123,13 +105,14 @@ def sender_thread(reps: int = 400) -> tuple[float, float, float, float]:
     )
 
 
-def supervisor(reps: int = 20) -> tuple[float, float]:
-    """Seconds per step record of ``decode_wire`` + ``Engine.apply``, 4 ranks (without,
-    with the arrival column)."""
+def supervisor(reps: int = 15) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Seconds per step record, without and with the arrival column, of ``decode_wire`` (a
+    1000-step batch) and of ``Engine.apply`` (4 ranks, flushes of 10 steps in turn: the
+    ranks' steps joined by number)."""
     from trainmeter.core.engine import Engine
     from trainmeter.core.records import decode_wire
 
-    out = []
+    decode, apply = [], []
     for arrivals in (False, True):
         lines = []
         for rank in range(4):
@@ -139,6 +122,11 @@ def supervisor(reps: int = 20) -> tuple[float, float]:
             if arrivals:
                 batch["arr_us"] = [50000 - 1000 * rank] * 1000
             lines.append(json.dumps(batch))
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            rows = [decode_wire(line) for line in lines]
+        decode.append((time.perf_counter() - t0) / (reps * 4000))
+        order = [rec for s in range(0, 1000, 10) for r in rows for rec in r[s : s + 10]]
         spent = []
         for _ in range(reps):
             eng = Engine()
@@ -146,19 +134,11 @@ def supervisor(reps: int = 20) -> tuple[float, float]:
                 eng.apply({"v": 1, "k": "agent_hello", "t": T0, "pid": rank, "rank": rank,
                            "world_size": 4, "host": "h"})  # fmt: skip
             t0 = time.perf_counter()
-            for step in range(0, 1000, 10):  # flushes of 10 steps, the ranks in turn
-                for line in lines:
-                    for rec in decode_wire(line)[step : step + 10]:
-                        eng.apply(rec)
-            spent.append(time.perf_counter() - t0)
-        # decode_wire ran 100 times a batch: take its share out with one timed pass
-        t0 = time.perf_counter()
-        for _ in range(100):
-            for line in lines:
-                decode_wire(line)
-        decode = (time.perf_counter() - t0) * (1 - 1 / 100)
-        out.append((statistics.median(spent) - decode) / 4000)
-    return out[0], out[1]
+            for rec in order:
+                eng.apply(rec)
+            spent.append((time.perf_counter() - t0) / 4000)
+        apply.append(statistics.median(spent))
+    return (decode[0], decode[1]), (apply[0], apply[1])
 
 
 def main(argv=None) -> int:
@@ -179,11 +159,11 @@ def main(argv=None) -> int:
     plain, stamped, diff, half = sender_thread()
     print(f"sender thread  read + encode per step      {plain * us:.3f} us, with arrivals "
           f"{stamped * us:.3f} us (paired: {diff * us:+.3f} +- {half * us:.3f})")  # fmt: skip
-    plain, joined = supervisor()
-    print(
-        f"supervisor     Engine.apply per step record {plain * us:.2f} us, "
-        f"with arrivals joined {joined * us:.2f} us (+{(joined - plain) * us:.2f}; 4 ranks)"
-    )
+    (d0, d1), (a0, a1) = supervisor()
+    print(f"supervisor     decode_wire per step        {d0 * us:.2f} us, with arrivals "
+          f"{d1 * us:.2f} us (+{(d1 - d0) * us:.2f})")  # fmt: skip
+    print(f"               Engine.apply per step       {a0 * us:.2f} us, with arrivals "
+          f"joined {a1 * us:.2f} us (+{(a1 - a0) * us:.2f}; 4 ranks)")  # fmt: skip
     return 0
 
 

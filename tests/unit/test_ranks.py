@@ -125,6 +125,22 @@ def test_each_node_is_lagged_against_its_own_ranks():
     assert snap["straggler_cost_s"]["3"] == pytest.approx(0.030, abs=1e-6)
 
 
+def test_a_merged_logs_node_labels_group_the_ranks():
+    # tm merge labels every record with its node; the hellos here name one host (and the
+    # nodes' pids could collide): the label decides. Node b's clock is 3 s behind.
+    eng = _engine({0: "h", 1: "h", 2: "h", 3: "h"})
+    for n in range(1, 21):
+        for rank, late, clock, node in ((0, 0.0, 0.0, 0), (1, 0.004, 0.0, 0),
+                                        (2, 0.0, -3.0, 1), (3, 0.001, -3.0, 1)):  # fmt: skip
+            start = T0 + (n - 1) * STEP_S + clock
+            eng.apply({"v": 1, "k": "step", "t": T0 + n * STEP_S + clock, "step": n,
+                       "rank": rank, "tokens": None, "samples": None, "arr": start + late,
+                       "node": node})  # fmt: skip
+    assert eng.snapshot()["rank_lag_s"] == pytest.approx(
+        {"0": 0.0, "1": 0.004, "2": 0.0, "3": 0.001}, abs=1e-6
+    )
+
+
 def test_records_of_one_step_joined_whatever_order_they_come_in():
     eng = _engine({0: "a", 1: "a"})
     _sync_step(eng, 1, {0: 0.0, 1: 0.004})
@@ -270,7 +286,8 @@ def test_decode_wire_refuses_a_bad_arrival_column():
             decode_wire(json.dumps({**base, "arr_us": bad}))
 
 
-def test_the_lean_backward_wrapper_stamps_each_call():
+@pytest.mark.parametrize("stamp", [True, False, None])
+def test_the_lean_backward_wrapper_stamps_each_call_of_a_many_rank_run(stamp):
     torch = pytest.importorskip("torch")
     from trainmeter.agent.backward import BackwardTap
 
@@ -281,7 +298,7 @@ def test_the_lean_backward_wrapper_stamps_each_call():
     queue = _Agent.sender.put_step.__self__
     tap = BackwardTap(_Agent(), torch)
     tap.start()
-    tap.lean()
+    tap.lean(stamp)  # None: torch.distributed is not initialized here, so no stamp
     try:
         w = torch.ones(2, requires_grad=True)
         before = time.time()
@@ -290,4 +307,5 @@ def test_the_lean_backward_wrapper_stamps_each_call():
     finally:
         tap.stop()
     (t, loss), *_ = queue
-    assert before <= t <= after and loss.item() == 4.0
+    assert (before <= t <= after) if stamp else t == 0.0
+    assert loss.item() == 4.0

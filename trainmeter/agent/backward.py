@@ -143,19 +143,22 @@ class BackwardTap:
         backward.__wrapped__ = orig
         return backward
 
-    def lean(self) -> None:
+    def lean(self, stamp: bool | None = None) -> None:
         """An optimizer clocks the steps: no more watching; the wrapper that stays queues a
-        CPU loss with its time stamp in one tuple (the step's arrival, docs/spec.md
-        "Stragglers") and passes the call on with torch's own signature (no ``*args``
-        repacking). Measured in docs/performance.md and benchmarks/rank_lag.py."""
+        CPU loss in one tuple and passes the call on with torch's own signature (no ``*args``
+        repacking). ``stamp`` (default: ``torch.distributed`` is initialized with two ranks or
+        more) puts the call's ``time.time()`` in the tuple, the step's arrival (docs/spec.md
+        "Stragglers"), else 0.0. Measured in docs/performance.md and benchmarks/rank_lag.py."""
         if not self.on or not self._saved or not _signature_known(self.torch.autograd):
             return
+        if stamp is None:
+            stamp = _many_ranks(self.torch)
         autograd = self.torch.autograd
         orig = autograd.backward.__wrapped__
         restore(self._saved[0])
-        self._saved[0] = set_attr(autograd, "backward", self._lean(orig))
+        self._saved[0] = set_attr(autograd, "backward", self._lean(orig, stamp))
 
-    def _lean(self, orig):
+    def _lean(self, orig, stamp: bool):
         tap, put, tensor, scaled, now = self, self.put, self.torch.Tensor, self.scaled, _now
 
         def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
@@ -163,9 +166,10 @@ class BackwardTap:
             if tap.on:
                 try:
                     if type(tensors) is tensor and tensors.is_cpu and scaled[0] is None:
-                        put((now(), tensors))  # the common case: a CPU loss, read later
+                        # the common case: a CPU loss, read later
+                        put((now() if stamp else 0.0, tensors))
                     else:  # scaled (AMP), on a device, or a tensor subclass
-                        put((now(), tap.loss_of(tensors)))
+                        put((now() if stamp else 0.0, tap.loss_of(tensors)))
                     if tap.on_call is not None:  # an evaluation phase is open (spans.py)
                         tap.on_call()
                 except Exception as exc:
@@ -202,6 +206,15 @@ class BackwardTap:
         if self.ring is None:
             self.ring = DeviceRing(self.torch)
         return self.ring.copy(x)
+
+
+def _many_ranks(torch) -> bool:
+    """``torch.distributed`` is initialized with a world of two or more (never raises)."""
+    try:
+        dist = torch.distributed
+        return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    except Exception:
+        return False
 
 
 def _signature_known(autograd) -> bool:

@@ -266,7 +266,8 @@ class Engine:
             dt = t - rc.last_t
             rc.add(dt)
         rc.last_t = t
-        self.ranks.on_step(rank, rec["step"], t, rec.get("arr"), dt, first, self.agents)
+        self.ranks.on_step(rank, rec["step"], t, rec.get("arr"), dt, first, self.agents,
+                           rec.get("node"))  # fmt: skip
         if rank != 0:
             return
         if len(self.rank_clocks) > 1:

@@ -94,12 +94,13 @@ class Ranks:
 
     # -- records in ---------------------------------------------------------------------------
     def on_step(self, rank: int, step: int, t: float, arr, dt: float | None, first: bool,
-                agents: dict) -> None:  # fmt: skip
+                agents: dict, node=None) -> None:  # fmt: skip
         """One step record of ``rank``: ``step`` its number, ``t`` its time, ``arr`` its
         arrival (s since the epoch, or None), ``dt`` its timed interval (s, None when untimed),
         ``first`` the segment's first step of this rank; ``agents`` the engine's agents (pid ->
-        hello fields: their ``host`` groups the ranks)."""
-        r = self._rank(rank, agents)
+        hello fields: their ``host`` groups the ranks); ``node`` the record's node (``tm
+        merge`` labels every record with it), which groups them instead."""
+        r = self._rank(rank, agents, node)
         if r is None:
             return
         r.steps += 1
@@ -139,12 +140,18 @@ class Ranks:
             r.pending_s += dur
 
     # -- the join and the rule ----------------------------------------------------------------
-    def _rank(self, rank: int, agents: dict) -> _Rank | None:
+    def _rank(self, rank: int, agents: dict, node=None) -> _Rank | None:
         if len(agents) != self._agents_seen:
             self._regroup(agents)
         r = self.ranks.get(rank)
         if r is None and len(self.ranks) < self.max_ranks:
             r = self.ranks[rank] = _Rank(self._groups_of.get(rank, ""))
+        if r is not None and node is not None and r.group != f"node {node}":
+            old = self.groups.get(r.group)
+            if old is not None:  # its steps there close without it
+                old.members.discard(rank)
+                old.need = len(old.members)
+            r.group = self._groups_of[rank] = f"node {node}"  # a merged log's: one clock
         return r
 
     def _regroup(self, agents: dict) -> None:
