@@ -309,3 +309,27 @@ def test_the_lean_backward_wrapper_stamps_each_call_of_a_many_rank_run(stamp):
     (t, loss), *_ = queue
     assert (before <= t <= after) if stamp else t == 0.0
     assert loss.item() == 4.0
+
+
+def test_the_per_rank_keys_carry_at_most_64_ranks_the_flagged_first():
+    n = 1024
+    eng = _engine(dict.fromkeys(range(n), "h"))
+    for step in range(1, 16):
+        prev = T0 + (step - 1) * STEP_S
+        for rank in range(n):
+            eng.apply({"v": 1, "k": "span", "t": prev + 0.001, "name": "data",
+                       "dur": 0.001 + (0.03 if rank % 2 else 0.0), "rank": rank})  # fmt: skip
+        # the odd ranks' loaders take 30 ms more: half the ranks, above the lower median
+        _sync_step(eng, step, {r: 0.01 + (0.03 if r % 2 else 0.0) for r in range(n)})
+    snap = eng.snapshot()
+    assert snap["stragglers"] == list(range(1, n, 2))  # every flagged rank is listed
+    keys = ("rank_lag_s", "straggler_cost_s", "straggler_share", "straggler_rule",
+            "straggler_cause", "rank_time_split")  # fmt: skip
+    for key in keys:
+        assert list(snap[key]) == [str(r) for r in range(1, 128, 2)], key  # 64, flagged first
+    assert snap["straggler_cause"]["1"] == ("rank 1: data loader (+30 ms/step data wait over "
+                                            "the median rank)")  # fmt: skip
+    # the bound docs/spec.md "Stragglers" states: 64 ranks x (3 numbers of 38 bytes, a split
+    # of 244, a rule of 28 and a cause of at most 180) + 1024 x 11 bytes of stragglers
+    size = len(json.dumps({k: snap[k] for k in (*keys, "stragglers")}, separators=(",", ":")))
+    assert size <= R.MAX_DETAIL * (3 * 38 + 244 + 28 + 180) + n * 11 + 200

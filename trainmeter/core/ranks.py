@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from itertools import islice
 
 from trainmeter.core.records import SPAN_KINDS
 
@@ -27,6 +28,8 @@ LAG_EVALS = 5  # ... flagged after this many consecutive slow evaluations
 JOIN_STEPS = 64  # step numbers of a group kept open for the ranks' records
 INTERVALS = 20  # a rank's recent step intervals (the job's step time: their lower median)
 BUCKETS = ("compute", "data", "checkpoint", "eval")  # a cause is one of these
+MAX_DETAIL = 64  # ranks the per-rank snapshot keys carry (the flagged first): a bounded update
+MAX_EXCESS_S = 1e6  # a cause's excess per step is said up to this (a bounded text)
 _CAUSE = {
     "data": "data loader (+{ms} ms/step data wait over the median rank)",
     "checkpoint": "checkpoint saves (+{ms} ms/step over the median rank)",
@@ -232,42 +235,56 @@ class Ranks:
 
     # -- snapshot out ---------------------------------------------------------------------------
     def snapshot(self, interval_flagged: list[int] | None, elapsed: float) -> dict:
-        """The snapshot keys (docs/spec.md "Stragglers"), keyed by rank as a string, ranks
-        sorted:
+        """The snapshot keys (docs/spec.md "Stragglers"). ``stragglers`` is every rank either
+        rule flags, sorted (null while neither can tell: fewer than two ranks with a step
+        time or a lag). The others are keyed by rank as a string, for at most
+        ``MAX_DETAIL`` ranks (the flagged ones first, then by rank number):
 
         - ``rank_lag_s``: mean lag behind the lower median arrival over the last
           ``LAG_WINDOW`` synchronous steps (s), null for a rank with none or whose group is
           not synchronous; null when no rank has one;
         - ``straggler_cost_s`` / ``straggler_share``: the job's mean wait per step on that
           rank (s/step; its share of the job's step time), same window and nulls;
-        - ``stragglers``: the ranks either rule flags, sorted (null while neither can tell);
-        - ``straggler_rule``: {rank: ``lag`` | ``interval`` | ``lag+interval``} for them;
-        - ``straggler_cause``: {rank: text} for them (:func:`cause`);
+        - ``straggler_rule``: {rank: ``lag`` | ``interval`` | ``lag+interval``}, flagged only;
+        - ``straggler_cause``: {rank: text}, flagged only (:meth:`cause`);
         - ``rank_time_split``: {rank: {compute, data, checkpoint, eval, wait, other} (s)},
           null for a rank with no span yet; null when no rank has one.
         """
-        lag, cost, share = {}, {}, {}
-        for rank, r in sorted(self.ranks.items()):
-            ok = bool(r.lags) and self._coupled(r.group)
-            lag[str(rank)] = sum(r.lags) / len(r.lags) if ok else None
-            c = sum(r.costs) / len(r.costs) if ok else None
-            cost[str(rank)] = c
-            job = self._job_step_time(self.groups[r.group]) if ok else None
-            share[str(rank)] = c / job if c is not None and job else None
         by_lag = {k for k, r in self.ranks.items() if r.flagged and self._coupled(r.group)}
         by_interval = set(interval_flagged or ())
         flagged = sorted(by_lag | by_interval)
+        rest = (k for k in sorted(self.ranks) if k not in by_lag and k not in by_interval)
+        shown = [*flagged[:MAX_DETAIL], *islice(rest, max(0, MAX_DETAIL - len(flagged)))]
+        shown.sort()
+        lag, cost, share, split = {}, {}, {}, {}
+        for rank in shown:
+            r = self.ranks.get(rank)  # None: flagged by intervals only, never seen here
+            ok = r is not None and bool(r.lags) and self._coupled(r.group)
+            lag[str(rank)] = sum(r.lags) / len(r.lags) if ok else None
+            c = cost[str(rank)] = sum(r.costs) / len(r.costs) if ok else None
+            job = self._job_step_time(self.groups[r.group]) if ok else None
+            share[str(rank)] = c / job if c is not None and job else None
+            split[str(rank)] = self.split(r, elapsed) if r is not None else None
         known = interval_flagged is not None or any(v is not None for v in lag.values())
-        split = {str(k): self.split(r, elapsed) for k, r in sorted(self.ranks.items())}
+        median = self._median_per_step()
+        named = [k for k in shown if k in by_lag or k in by_interval]
         return {
-            "rank_lag_s": lag if any(v is not None for v in lag.values()) else None,
-            "straggler_cost_s": cost if any(v is not None for v in cost.values()) else None,
-            "straggler_share": share if any(v is not None for v in share.values()) else None,
+            "rank_lag_s": _or_none(lag),
+            "straggler_cost_s": _or_none(cost),
+            "straggler_share": _or_none(share),
             "stragglers": flagged if known else None,
-            "straggler_rule": {str(k): _rule_name(k in by_lag, k in by_interval) for k in flagged},
-            "straggler_cause": {str(k): self.cause(k) for k in flagged},
-            "rank_time_split": split if any(v is not None for v in split.values()) else None,
+            "straggler_rule": {str(k): _rule_name(k in by_lag, k in by_interval) for k in named},
+            "straggler_cause": {str(k): self.cause(k, median) for k in named},
+            "rank_time_split": _or_none(split),
         }
+
+    def _median_per_step(self) -> dict[str, float] | None:
+        """Per bucket, the lower median over ranks of their seconds per step (None with
+        fewer than two ranks that have spans and a timed step)."""
+        rows = [p for r in self.ranks.values() if (p := self.per_step(r)) is not None]
+        if len(rows) < 2:
+            return None
+        return {b: lower_median(sorted(p[b] for p in rows)) for b in BUCKETS}
 
     def split(self, r: _Rank, elapsed: float) -> dict[str, float] | None:
         """Seconds of the rank per bucket: spans per kind; ``wait`` for later ranks at
@@ -291,20 +308,24 @@ class Ranks:
             return None
         return {b: split[b] / (r.steps_timed if b == "compute" else r.steps) for b in BUCKETS}
 
-    def cause(self, rank: int) -> str:
-        """Why ``rank`` is slow, in words: the bucket in which its time per step exceeds the
-        lower median rank's the most (``"rank 2: data loader (+38 ms/step data wait over the
-        median rank)"``); what is missing when no bucket can say."""
+    def cause(self, rank: int, median: dict[str, float] | None) -> str:
+        """Why ``rank`` is slow, in words: the bucket in which its time per step exceeds
+        ``median`` (:meth:`_median_per_step`) the most (``"rank 2: data loader (+38 ms/step
+        data wait over the median rank)"``); what is missing when no bucket can say."""
         mine = self.per_step(self.ranks[rank]) if rank in self.ranks else None
-        others = [p for k, r in self.ranks.items() if (p := self.per_step(r)) is not None]
-        if mine is None or len(others) < 2:
+        if mine is None or median is None:
             return f"rank {rank}: cause unknown (no time spans from enough ranks)"
-        excess = {b: mine[b] - lower_median(sorted(p[b] for p in others)) for b in BUCKETS}
+        excess = {b: mine[b] - median[b] for b in BUCKETS}
         bucket = max(BUCKETS, key=lambda b: excess[b])
         if excess[bucket] <= 0:
             return f"rank {rank}: cause unknown (no bucket of its time is above the median rank)"
-        ms = f"{excess[bucket] * 1e3:.0f}"
+        ms = f"{min(excess[bucket], MAX_EXCESS_S) * 1e3:.0f}"
         return f"rank {rank}: " + _CAUSE[bucket].format(ms=ms)
+
+
+def _or_none(by_rank: dict) -> dict | None:
+    """``by_rank``, or None when it holds no figure."""
+    return by_rank if any(v is not None for v in by_rank.values()) else None
 
 
 def _rule_name(by_lag: bool, by_interval: bool) -> str:
