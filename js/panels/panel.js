@@ -30,8 +30,14 @@ export function createFacts(rows) {
   for (const [key, label, testid] of rows) {
     const value = el("span", { class: "tm-fact-value", testid });
     const sub = el("span", { class: "tm-fact-sub" });
-    dl.append(el("dt", { text: label }), el("dd", {}, value, sub));
+    const dt = el("dt", { text: label });
+    const dd = el("dd", {}, value, sub);
+    dl.append(dt, dd);
     out[key] = {
+      /** show or hide the whole row (a fact only some runs have) */
+      show(on) {
+        dt.hidden = dd.hidden = !on;
+      },
       /** text, optional small text after it (a convention tag, a reason), muted for unknowns */
       set(text, { subText = "", muted = false } = {}) {
         setText(value, text);

@@ -11,6 +11,7 @@ import {
   isObj,
   NOT_MEASURED,
   paramCounts,
+  rankRows,
   shownConvention,
   sortConventions,
   str,
@@ -34,6 +35,7 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
     ["dtype", "dtype"],
     ["mfu", "MFU", "tm-passport-mfu"],
     ["rate", "throughput"],
+    ["ranks", "ranks", "tm-passport-ranks"],
     ["started", "started"],
     ["version", "trainmeter"],
     ["cost", "cost"],
@@ -95,6 +97,10 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
       if (rate !== null) facts.rate.set(`${si(rate, "", 3)} tok/s`, { subText: "(mean over the timed steps, not tokens over elapsed time)" });
       else facts.rate.set(NOT_MEASURED, { muted: true });
 
+      const rows = rankRows(snap);
+      facts.ranks.show(rows.length >= 2);
+      if (rows.length >= 2) facts.ranks.set(`${count(rows.length)} ranks`, { subText: stragglerText(rows, snap.stragglers) });
+
       const run = isObj(snap.run) ? snap.run : {};
       facts.started.set(isNum(run.started) ? dateTime(run.started) : NA, {
         subText: isNum(snap.elapsed_s) ? `· ${duration(snap.elapsed_s)} elapsed` : "",
@@ -110,6 +116,16 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
       panel.summarize(isNum(snap.tokens) ? `${tokenCount(snap.tokens)} tokens` : "");
     },
   };
+}
+
+/** "· straggler: rank 2, the job waits 31.3 ms per step on it (35.3%)", "· no straggler", or "". */
+function stragglerText(rows, stragglers) {
+  if (!Array.isArray(stragglers)) return "";
+  const flagged = rows.filter((r) => r.straggler);
+  if (!flagged.length) return "· no straggler";
+  const one = (r) =>
+    `rank ${r.rank}` + (r.jobWait === null ? "" : `, the job waits ${duration(r.jobWait)} per step on it${r.jobWaitShare === null ? "" : ` (${percent(r.jobWaitShare)})`}`);
+  return `· straggler${flagged.length > 1 ? "s" : ""}: ${flagged.map(one).join("; ")}`;
 }
 
 /** Every series in snapshot.series with its last value, step and EMA; rows rebuilt only when the names change. */

@@ -10,7 +10,7 @@ import { count, duration, isNum, percent } from "../format.js";
 import { createFigure } from "./figure.js";
 import { createPanel } from "./panel.js";
 
-const SPLIT_COLOR = { compute: 1, data: 2, checkpoint: 4, eval: 3, wait: 5, other: "muted" };
+const SPLIT_COLOR = { compute: 1, data: 2, checkpoint: 4, eval: 3, wait: 6, other: "muted" };
 const RANK_HEAD = ["rank", "step time", "arrival lag", "job waits", "steps", "step split", ""];
 
 export function createTimePanel() {
