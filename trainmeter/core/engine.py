@@ -182,8 +182,11 @@ class Engine:
             handler(rec)
 
     def note(self, text: str) -> None:
-        """Keep a note for the person (the newest ``MAX_NOTES``, each cut to ``MAX_NOTE``)."""
-        self.notes.append(clip(text, MAX_NOTE))
+        """Keep a note for the person (the newest ``MAX_NOTES``, each cut to ``MAX_NOTE``); a
+        note already kept is not kept twice (every rank of a job says the same things)."""
+        text = clip(text, MAX_NOTE)
+        if text not in self.notes:
+            self.notes.append(text)
 
     def _on_run_start(self, rec: dict) -> None:
         keep = ("id", "name", "argv", "version", "cwd", "host")
@@ -311,8 +314,9 @@ class Engine:
             self.run["state"] = "running"
 
     def _on_span(self, rec: dict) -> None:
-        """Rank 0's spans inside segments, per kind; those that lie inside a timed step
-        interval are kept apart, to be taken out of compute (docs/spec.md "Time spans")."""
+        """Spans inside segments: every rank's to its split (core/ranks.py); rank 0's per kind
+        here, those that lie inside a timed step interval kept apart, to be taken out of
+        compute (docs/spec.md "Time spans")."""
         kind = rec["name"]
         if self.segment_t0 is None or kind not in self.span_s:
             return
