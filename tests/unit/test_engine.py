@@ -448,3 +448,14 @@ def test_a_run_with_samples_and_no_tokens_says_tokens_do_not_apply():
           ("step", 101.0, {"step": 1, "rank": 0, "tokens": None, "samples": 8}))  # fmt: skip
     (note,) = [n for n in eng.snapshot()["notes"] if n.startswith("tokens: none")]
     assert note.endswith("8 samples counted")
+
+
+def test_the_same_note_from_every_rank_is_kept_once():
+    """A 4-rank job's agents each send the same note: the person reads it once."""
+    eng = Engine()
+    for rank in range(4):
+        eng.apply({"v": 1, "k": "note", "t": 1.0 + rank, "source": "trainmeter", "rank": rank,
+                   "text": "step clock: the optimizer was freed"})  # fmt: skip
+    eng.apply({"v": 1, "k": "note", "t": 9.0, "source": "trainmeter", "text": "another"})
+    assert list(eng.notes) == [
+        "trainmeter: step clock: the optimizer was freed", "trainmeter: another"]  # fmt: skip
