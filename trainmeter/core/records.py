@@ -448,7 +448,8 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
 
 
 def _with_arrivals(rec: dict, cols: list, rank: int, v: Any) -> list[dict[str, Any]]:
-    """The step records of a batch with an ``arr_us`` column (``seq_sq`` present too)."""
+    """The step records of a batch with an ``arr_us`` column (``seq_sq`` present too); a
+    step with no arrival has no ``arr``."""
     arr_us = rec["arr_us"]
     if not isinstance(arr_us, list) or len(arr_us) != len(cols[0]):
         raise RecordError("steps batch: 'arr_us' must be a list as long as 'step'")
@@ -456,8 +457,11 @@ def _with_arrivals(rec: dict, cols: list, rank: int, v: Any) -> list[dict[str, A
         raise RecordError("step: 'arr_us' must hold whole microseconds or null")
     arr = [None if a is None else t - a / 1e6 for t, a in zip(cols[0], arr_us, strict=True)]
     out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
-            "samples": smp or None, "seq_sq": q or None, "arr": a}
-           for t, n, tok, smp, q, a in zip(*cols, arr, strict=True)]  # fmt: skip
+            "samples": smp or None, "seq_sq": q or None}
+           for t, n, tok, smp, q in zip(*cols, strict=True)]  # fmt: skip
+    for row, a in zip(out, arr, strict=True):
+        if a is not None:  # a step without one is the record it always was
+            row["arr"] = a
     if out:
         validate(out[0])
         _check_step_columns(*cols)
