@@ -285,6 +285,13 @@ def test_decode_wire_refuses_a_bad_arrival_column():
     for bad in ([1.5], ["x"], [True], [1, 2], [2 * 10**12]):
         with pytest.raises(RecordError):
             decode_wire(json.dumps({**base, "arr_us": bad}))
+    from trainmeter.core.records import validate
+
+    step = {"v": 1, "k": "step", "t": T0, "step": 1, "rank": 0, "tokens": None}
+    for bad in (1e300, -1.0, "x", True):  # a run log's arr: a time like t, or null
+        with pytest.raises(RecordError):
+            validate({**step, "arr": bad})
+    assert validate({**step, "arr": None}) and validate({**step, "arr": T0 - 0.01})
 
 
 @pytest.mark.parametrize("stamp", [True, False, None])

@@ -148,6 +148,9 @@ def validate(rec: Any) -> dict[str, Any]:
             raise RecordError(f"{kind}: field {name!r} has type {type(rec[name]).__name__}")
     if kind == "series" and not _finite(rec["value"]):
         raise RecordError(f"series {rec['name']!r}: value must be finite")
+    if kind == "step" and rec.get("arr") is not None and not 0 <= rec["arr"] < MAX_TIME:
+        raise RecordError(f"step: 'arr' must be a finite number of seconds in [0, 1e11), got "
+                          f"{rec['arr']!r}")  # fmt: skip
     if kind == "span" and not (_finite(rec["dur"]) and rec["dur"] >= 0):
         raise RecordError(f"span: 'dur' must be a finite number >= 0, got {rec['dur']!r}")
     if kind == "span" and len(rec["name"]) > MAX_SPAN_KIND:
