@@ -14,6 +14,7 @@ from collections import deque
 from trainmeter.core import counters, records
 from trainmeter.core import engine as E
 from trainmeter.core import hardware as H
+from trainmeter.core import ranks as R
 from trainmeter.core.timeline import DEFAULT_CAP
 from trainmeter.supervisor.live import Live
 
@@ -37,7 +38,12 @@ NOTES = (E.MAX_NOTES + 11) * (_str_bytes(E.MAX_NOTE) + 1)  # 20 kept + 8 compute
 SNAP_SERIES = E.MAX_SERIES * (NAME + len(':{"step":,"value":,"ema":},') + 16 + 2 * NUM)
 MODEL = E.MAX_MODEL_FIELDS * (_str_bytes(E.MAX_KEY) + 1 + NAME + 1)
 RANKS = E.MAX_RANKS * ((12 + 1 + 16 + 1) + (12 + 1 + NUM + 1))  # "ranks", "rank_step_time_s"
-RANKS += E.MAX_RANKS // 2 * (10 + 1)  # "stragglers": at most half the ranks (above the median)
+RANKS += E.MAX_RANKS * (10 + 1)  # "stragglers": each rule flags at most half; together, all
+# the per-rank straggler keys of at most MAX_DETAIL (64) ranks (docs/spec.md "Bounds on an
+# update"): three numbers (rank_lag_s, straggler_cost_s, straggler_share), six buckets of
+# rank_time_split, the rule name and the cause text
+DETAIL = 3 * (12 + 1 + NUM + 1) + 244 + 28 + 180
+RANKS += R.MAX_DETAIL * DETAIL
 ERROR = _str_bytes(E.MAX_ERROR) + 10
 PEAK = 2 * NAME + 1000  # device and dtype strings from the model record; a table citation
 FIXED = 8192  # every other key: ~50 keys, 7 by-convention dicts of 4 numbers, plan, run state
@@ -80,7 +86,8 @@ def test_the_stated_bound_is_the_sum_of_its_parts():
     assert POINTS_BOUND == 13_108_672
     assert HARDWARE == 296_074  # 16 x (18,173 + 1) + host 1,998 + the rest
     parts = NOTES + SNAP_SERIES + MODEL + RANKS + ERROR + PEAK + FIXED + HARDWARE
-    assert parts == 907_343 and parts <= SNAPSHOT_BOUND
+    assert DETAIL == 566
+    assert parts == 949_199 and parts <= SNAPSHOT_BOUND
     assert UPDATE_BOUND == 14_157_312
 
 
@@ -233,8 +240,8 @@ def test_what_training_code_can_send_at_worst_stays_under_the_snapshot_bound(tmp
     for i in range(200):
         name = str(i) + wide * 1000  # distinct in the first 200 characters
         recs.append(records.make("series", 1.0, name=name, value=tiny, step=2**53 - 1))
-    for _ in range(100):
-        recs.append(records.make("note", 1.0, text=wide * 100_000, source=wide * 1000))
+    for i in range(100):  # distinct: the engine keeps a repeated note once
+        recs.append(records.make("note", 1.0, text=str(i) + wide * 99_990, source=wide * 1000))
     for rank in range(2000):
         recs.append(records.make("step", 1.0, step=2**53 - 1, rank=2**31 - 1 - rank, tokens=5))
         recs.append(records.make("step", 2.0, step=2**53 - 1, rank=2**31 - 1 - rank, tokens=5))
