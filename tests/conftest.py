@@ -207,3 +207,20 @@ def full_disk(monkeypatch):
     """``full_disk()``: from now on the disk refuses every write (ENOSPC), until the returned
     :class:`FullDisk`'s ``full`` is cleared."""
     return lambda errno_=errno.ENOSPC: FullDisk(monkeypatch, errno_)
+
+
+# A skipped test is not a passing one: the run fails when any test was skipped, naming it (a
+# missing package must be installed, never left out of the count: pip install -e ".[test]").
+_SKIPPED: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPPED.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _SKIPPED and exitstatus == 0:
+        names = ", ".join(_SKIPPED[:10])
+        print(f"\n{len(_SKIPPED)} test(s) skipped, which fails the run: {names}")
+        session.exitstatus = 1
