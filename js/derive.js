@@ -75,46 +75,24 @@ export function noteAbout(notes, pattern) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Loss series: which are validation, which are training.
-
-const HELD_OUT = new Set(["val", "valid", "validation", "eval", "evaluation", "test", "dev", "holdout"]);
-
-/** Words of a series name: "eval/lm_loss" -> ["eval", "lm", "loss"], "valLoss" -> ["val", "loss"]. */
-export function nameWords(name) {
-  return String(name)
-    .replace(/([a-z0-9])([A-Z])/g, "$1 $2")
-    .toLowerCase()
-    .split(/[^a-z0-9]+/)
-    .filter(Boolean);
-}
-
-/** A loss series: "loss" anywhere in the name; a name ending in _ema is a smoothed copy, not a series. */
-export function isLoss(name) {
-  return typeof name === "string" && /loss/i.test(name) && !/[_/.]ema$/i.test(name);
-}
+// Loss series: which are validation, which are training (the engine's roles).
 
 /**
- * A validation loss: a loss whose name has a held-out word (val, valid, validation, eval,
- * evaluation, test, dev, holdout) as a whole word: val_loss, val/loss, eval_loss, eval/loss,
- * validation_loss, loss/val, valLoss. "interval_loss" is a training loss.
+ * The chart's losses from the role the engine gave each series (trainmeter/core/catalog.py
+ * `role`, the one rule for which series is a training or a validation loss): {train, val}, each a
+ * list of names. `series` is snapshot.series ({name: {role, ...}}); `sizes` is {name: points
+ * held}. Training losses come with the most points first, so the primary one is the per-step loss
+ * (Hugging Face's "loss" before its one-point "train_loss" summary), ties by name; validation
+ * losses by name. A series without a role (loss_scale, Lightning's train_loss_epoch average) is
+ * not a loss line.
  */
-export function isValLoss(name) {
-  return isLoss(name) && nameWords(name).some((w) => HELD_OUT.has(w));
-}
-
-/**
- * Split series names into training and validation losses. Training losses come primary first
- * (train_loss, then a name with "train", then "loss", then the rest by name); validation losses
- * come val_loss first, then by name.
- */
-export function classifyLosses(names) {
-  const losses = names.filter(isLoss);
-  const val = losses.filter(isValLoss);
-  const train = losses.filter((n) => !isValLoss(n));
-  const trainRank = (n) => (n === "train_loss" ? 0 : nameWords(n).includes("train") ? 1 : n === "loss" ? 2 : 3);
-  const valRank = (n) => (n === "val_loss" ? 0 : 1);
-  const by = (rank) => (a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0);
-  return { train: train.sort(by(trainRank)), val: val.sort(by(valRank)) };
+export function classifyLosses(names, series, sizes = {}) {
+  const role = (n) => (isObj(series) && isObj(series[n]) ? series[n].role : null);
+  const byName = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+  const size = (n) => (isNum(sizes[n]) ? sizes[n] : 0);
+  const train = names.filter((n) => role(n) === "train_loss").sort((a, b) => size(b) - size(a) || byName(a, b));
+  const val = names.filter((n) => role(n) === "val_loss").sort(byName);
+  return { train, val };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -285,8 +285,13 @@ def snapshots(series: dict) -> tuple[dict, dict]:
     for y in train:
         ema = 0.9 * ema + 0.1 * y
     loss = {
-        "train_loss": {"step": 300, "value": train[-1], "ema": ema},
-        "val_loss": {"step": 300, "value": series["val_loss"][1][-1], "ema": None},
+        "train_loss": {"step": 300, "value": train[-1], "ema": ema, "role": "train_loss"},
+        "val_loss": {
+            "step": 300,
+            "value": series["val_loss"][1][-1],
+            "ema": None,
+            "role": "val_loss",
+        },
     }
     reported = {
         **loss,

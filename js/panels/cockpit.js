@@ -15,11 +15,12 @@ const MAX_LOSS_LINES = 7; // one per theme colour
 const ENDED = ["finished", "failed", "interrupted", "ended"];
 
 /**
- * The lines of the loss chart from the store's series names: the primary training loss raw (faint)
- * and smoothed, the other training losses raw, then the validation losses with their points.
+ * The lines of the loss chart from the store's series names, by the role the engine gave each
+ * (`series`: snapshot.series; `sizes`: points held per name): the primary training loss raw
+ * (faint) and smoothed, the other training losses raw, then the validation losses with points.
  */
-export function lossLines(names) {
-  const { train, val } = classifyLosses(names);
+export function lossLines(names, series, sizes = {}) {
+  const { train, val } = classifyLosses(names, series, sizes);
   const lines = [];
   const [primary, ...otherTrain] = train;
   if (primary) {
@@ -138,7 +139,9 @@ function createLossCard(view) {
   function update({ snap, store, historyChanged }) {
     // a series the engine marks superseded (backward_loss once a tracker reports the loss) is not drawn
     const series = isObj(snap.series) ? snap.series : {};
-    const next = lossLines([...store.series.keys()].filter((n) => !(isObj(series[n]) && series[n].superseded)));
+    const names = [...store.series.keys()].filter((n) => !(isObj(series[n]) && series[n].superseded));
+    const sizes = Object.fromEntries(names.map((n) => [n, store.series.get(n).xs.length]));
+    const next = lossLines(names, series, sizes);
     const key = JSON.stringify(next) + (view.logScale ? "|log" : "");
     if (logBox.checked !== view.logScale) logBox.checked = view.logScale;
     if (key !== chartKey) {

@@ -50,18 +50,19 @@ export function createTimePanel() {
     rankBody,
   );
   const rankNote = el("div", { class: "tm-caption", testid: "tm-stragglers" });
+  const rankLegend = el(
+    "div",
+    { class: "tm-split-legend" },
+    ...RANK_SPLIT.map(({ key, label }) =>
+      el("span", { class: "tm-split-item" }, el("span", { class: `tm-swatch tm-swatch-${SPLIT_COLOR[key]}` }), document.createTextNode(` ${label}`)),
+    ),
+  );
   const ranks = el(
     "div",
     { class: "tm-ranks" },
     el("div", { class: "tm-label", text: "per rank" }),
     el("div", { class: "tm-table-scroll" }, rankTable),
-    el(
-      "div",
-      { class: "tm-split-legend" },
-      ...RANK_SPLIT.map(({ key, label }) =>
-        el("span", { class: "tm-split-item" }, el("span", { class: `tm-swatch tm-swatch-${SPLIT_COLOR[key]}` }), document.createTextNode(` ${label}`)),
-      ),
-    ),
+    rankLegend,
     rankNote,
   );
 
@@ -118,6 +119,7 @@ export function createTimePanel() {
           c0.parentNode.classList.toggle("tm-straggler", r.straggler === true);
         });
         rankNote.replaceChildren(...stragglerLines(snap, rows));
+        rankLegend.hidden = !rows.some((r) => r.shares);
       }
     },
   };

@@ -7,7 +7,6 @@ import {
   fptMissingWhy,
   gpuField,
   HOW_TO_BUDGET,
-  isValLoss,
   mfuChartWhy,
   mfuFigure,
   mfuOverTime,
@@ -25,23 +24,30 @@ import {
   stateText,
 } from "../derive.js";
 
-test("validation losses are recognised by a held-out word in the name", () => {
-  for (const n of ["val_loss", "val/loss", "eval_loss", "eval/loss", "validation_loss", "valid_loss", "loss/val", "valLoss", "eval/lm_loss", "test_loss"]) {
-    assert.equal(isValLoss(n), true, n);
-  }
-  for (const n of ["loss", "train_loss", "train/loss", "interval_loss", "lm_loss", "evaluator_loss", "val_accuracy"]) {
-    assert.equal(isValLoss(n), false, n);
-  }
+// Roles as trainmeter/core/catalog.py `role` gives them (tests/unit/test_catalog.py pins those).
+const ROLES = {
+  train_loss_step: "train_loss", train_loss_epoch: null, val_loss: "val_loss", loss_scale: null,
+  loss: "train_loss", train_loss: "train_loss", eval_loss: "val_loss", grad_norm: null, lr: null,
+};
+const seriesOf = (names) => Object.fromEntries(names.map((n) => [n, { value: 1, role: ROLES[n] ?? null }]));
+
+test("Lightning's losses: the per-step train loss is primary; its epoch average and loss_scale are not losses", () => {
+  const names = ["train_loss_epoch", "train_loss_step", "val_loss", "loss_scale"];
+  assert.deepEqual(classifyLosses(names, seriesOf(names), { train_loss_epoch: 3, train_loss_step: 300, val_loss: 3, loss_scale: 300 }), {
+    train: ["train_loss_step"],
+    val: ["val_loss"],
+  });
 });
 
-test("other loss names are training losses, the primary one first", () => {
-  const names = ["lr", "aux_loss", "val_loss", "loss", "eval/loss", "train_loss", "train_loss_ema", "grad_norm"];
-  assert.deepEqual(classifyLosses(names), {
-    train: ["train_loss", "loss", "aux_loss"],
-    val: ["val_loss", "eval/loss"],
+test("the Hugging Face Trainer's per-step loss leads its one-point train_loss summary; no role, no line", () => {
+  const names = ["train_loss", "loss", "eval_loss", "grad_norm", "lr"];
+  assert.deepEqual(classifyLosses(names, seriesOf(names), { train_loss: 1, loss: 80, eval_loss: 2 }), {
+    train: ["loss", "train_loss"],
+    val: ["eval_loss"],
   });
-  assert.deepEqual(classifyLosses(["train/loss", "loss"]).train, ["train/loss", "loss"]);
-  assert.deepEqual(classifyLosses([]), { train: [], val: [] });
+  assert.deepEqual(classifyLosses(["loss", "train_loss"], seriesOf(["loss", "train_loss"])).train, ["loss", "train_loss"]); // ties: by name
+  assert.deepEqual(classifyLosses(["loss"], {}), { train: [], val: [] }); // not in the snapshot: no role
+  assert.deepEqual(classifyLosses([], null), { train: [], val: [] });
 });
 
 test("MFU over time: tokens/s × FLOPs/token / (max(gpus, 1) × peak), per point", () => {
