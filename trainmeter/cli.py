@@ -22,6 +22,19 @@ import time
 from pathlib import Path
 
 from trainmeter._version import __version__
+from trainmeter.commands.args import (
+    ENV_GPU_BACKEND,
+    Parser,
+    default_name,
+    device_opt,
+    dtype_arg,
+    gpu_backend_spec,
+    hz_arg,
+    name_arg,
+    port_arg,
+    run_arguments,
+    runs_dir_arg,
+)
 from trainmeter.core import flops, peaks
 from trainmeter.core.passport import short_citation
 from trainmeter.core.units import (
@@ -30,14 +43,12 @@ from trainmeter.core.units import (
     parse_flops,
     parse_flops_budget,
     parse_token_budget,
-    quoted,
-    run_name,
 )
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
 # Subcommands that live in their own module: name -> module with main(argv) -> int.
 _MODULES = {
-    "plan": "trainmeter.plan_cli",
+    "plan": "trainmeter.commands.plan",
     "view": "trainmeter.commands.view",
     "passport": "trainmeter.commands.passport",
     "export": "trainmeter.commands.export",
@@ -45,33 +56,12 @@ _MODULES = {
     "attach": "trainmeter.commands.attach",
 }
 SUBCOMMANDS = ("replay", "ls", "peaks", "doctor", *_MODULES)
-ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that suggests the closest flag for a typo and exits 2 with one clear line.
-
-    Abbreviated flags are refused: ``--no-browse`` is a typo to name, not a flag to guess.
-    """
-
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str):
-        if "unrecognized arguments" in message or "ambiguous option" in message:
-            flags = [o for a in self._actions for o in a.option_strings]
-            bad = message.split(":")[-1].split()
-            close = difflib.get_close_matches(bad[0].split("=")[0], flags, n=1) if bad else []
-            if close:
-                message += f" (did you mean {close[0]}?)"
-        self.exit(2, f"tm: {message}\n")
 
 
 def _run_parser() -> argparse.ArgumentParser:
     usage = ("tm [flags] SCRIPT.py [args] | tm [flags] -- CMD [args] | "
              f"tm {{{','.join(SUBCOMMANDS)}}} ...")  # fmt: skip
-    p = _Parser(prog="tm", description="Run a training command under trainmeter.", usage=usage)
+    p = Parser(prog="tm", description="Run a training command under trainmeter.", usage=usage)
     p.add_argument("--version", action="version", version=f"trainmeter {__version__}")
     p.add_argument("--name", type=name_arg, help="run name (default: the script's name)")
     p.add_argument("--budget-tokens", metavar="N", help="token budget for progress and ETA (20B)")
@@ -91,14 +81,14 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-backend", metavar="SPEC", default=os.environ.get(ENV_GPU_BACKEND),
                    help="GPU counters: nvml, none, fake:h100x2, fake:a100, fake:mig, fake:lost "
                         f"(default: ${ENV_GPU_BACKEND}, else NVML when it loads)")  # fmt: skip
-    p.add_argument("--sample-hz", type=_hz, default=1.0, metavar="HZ",
+    p.add_argument("--sample-hz", type=hz_arg, default=1.0, metavar="HZ",
                    help="hardware samples per second, 1 to 10 (default 1)")  # fmt: skip
     p.add_argument("--no-tap", action="store_true", help="no automatic taps (emit() only)")
     p.add_argument("--pad-tokens", choices=("count", "skip"), default="count",
                    help="tokens per step: count every position, pad included (default), or skip "
                         "positions where the forward's attention_mask is 0 (CPU masks only; "
                         "docs/spec.md 'Tokens and padding')")  # fmt: skip
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
+    p.add_argument("--port", type=port_arg, default=DEFAULT_PORT,
                    help=f"dashboard page port on 127.0.0.1 (default {DEFAULT_PORT}; if taken, the "
                         f"next free one of {PORT_TRIES}; 0: any free port)")  # fmt: skip
     p.add_argument("--no-web", action="store_true", help="serve no dashboard page")
@@ -150,7 +140,7 @@ def _main(argv: list[str] | None = None) -> int:
         cmd = [sys.executable, *cmd]
     try:
         opts = _run_opts(args)
-        gpu_backend = _gpu_backend(args.gpu_backend)
+        gpu_backend = gpu_backend_spec(args.gpu_backend)
         if args.prometheus:
             from trainmeter.web.prometheus import require
 
@@ -160,21 +150,10 @@ def _main(argv: list[str] | None = None) -> int:
         return 2
     from trainmeter.supervisor.launcher import run_command
 
-    name = args.name or _default_name(cmd)
+    name = args.name or default_name(cmd)
     return run_command(cmd, name, opts, quiet=args.quiet, no_tap=args.no_tap, root=args.dir,
                        web=not args.no_web, port=args.port, gpu_backend=gpu_backend,
                        sample_hz=args.sample_hz, prometheus=args.prometheus)  # fmt: skip
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a port: use a whole number "
-                                         "0-65535 (0: any free port)")  # fmt: skip
-    return port
 
 
 def _prometheus(text: str) -> tuple[str, int]:
@@ -184,64 +163,6 @@ def _prometheus(text: str) -> tuple[str, int]:
         return parse_address(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def runs_dir_arg(text: str) -> str:
-    """argparse type for a run's ``--dir`` (``tm``, ``tm attach``): a folder that is there or
-    can be made, and written to (made here, before the child starts).
-
-    Raises: argparse.ArgumentTypeError naming the folder and why.
-    """
-    try:
-        if os.path.exists(text) and not os.path.isdir(text):
-            why = "not a folder"
-        else:
-            os.makedirs(text, exist_ok=True)
-            why = "" if os.access(text, os.W_OK | os.X_OK) else "not writable"
-    except (OSError, ValueError) as exc:  # a name too long, a NUL, no permission
-        why = getattr(exc, "strerror", None) or str(exc)
-    if why:
-        raise argparse.ArgumentTypeError(f"{quoted(text)}: {why}")
-    return text
-
-
-def name_arg(text: str) -> str:
-    """argparse type for ``--name`` (``tm``, ``tm attach``): :func:`units.run_name`.
-
-    Raises: argparse.ArgumentTypeError naming the rule.
-    """
-    try:
-        return run_name(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def dtype_arg(text: str) -> str:
-    """argparse type for ``--dtype`` (``tm`` and ``tm plan``): a dtype name or alias."""
-    dtype = peaks.normalize_dtype(text)
-    if dtype is None:
-        raise argparse.ArgumentTypeError(f"unknown dtype {quoted(text)}: use one of "
-                                         f"{', '.join(peaks.DTYPES)}")  # fmt: skip
-    return dtype
-
-
-def _hz(text: str) -> float:
-    try:
-        hz = float(text)
-    except ValueError:
-        hz = 0.0
-    if not 1.0 <= hz <= 10.0:
-        raise argparse.ArgumentTypeError(f"{quoted(text)}: the sampling rate is 1 to 10 Hz")
-    return hz
-
-
-def _gpu_backend(spec: str | None) -> str | None:
-    from trainmeter.sources import check_spec
-
-    try:
-        return check_spec(spec) if spec else None
-    except ValueError as exc:
-        raise ValueError(f"--gpu-backend: {exc}") from None
 
 
 def _script_error(first: str) -> str | None:
@@ -270,35 +191,8 @@ def _run_opts(args) -> dict:
     }  # fmt: skip
 
 
-def device_opt(name: str | None, peak_flops: float | None) -> str | None:
-    """``--device`` as typed, after ``peaks.check_gpu``: a name the table does not know is
-    refused unless ``--peak`` (``peak_flops``, FLOP/s) declares the peak it labels.
-
-    Raises: ValueError "--device: unknown GPU ... (did you mean ...?)" naming close names.
-    """
-    if name is not None and not name.strip():
-        raise ValueError("--device: give a GPU name (tm peaks lists them)")
-    try:
-        peaks.check_gpu(name, peak_flops)
-    except peaks.UnknownGPUError as exc:
-        raise ValueError(f"--device: {exc}") from None
-    return name
-
-
-def _default_name(cmd: list[str]) -> str:
-    scripts = [Path(c).stem for c in cmd if c.endswith(".py")]
-    return scripts[0] if scripts else Path(cmd[0]).name
-
-
-def run_arguments(p: argparse.ArgumentParser, run: bool = True) -> None:
-    """The arguments every command that reads a finished run takes: RUN (optional) and --dir."""
-    if run:
-        p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
-    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
-
-
 def _replay(argv: list[str]) -> int:
-    p = _Parser(prog="tm replay", description="Rebuild a run's final snapshot from its log.")
+    p = Parser(prog="tm replay", description="Rebuild a run's final snapshot from its log.")
     run_arguments(p)
     p.add_argument("--json", action="store_true", help="print the snapshot as JSON")
     args = p.parse_args(argv)
@@ -354,7 +248,7 @@ def ls_row(folder: Path, now: float | None = None) -> str:
 
 
 def _ls(argv: list[str]) -> int:
-    p = _Parser(prog="tm ls", description="List runs, oldest first.")
+    p = Parser(prog="tm ls", description="List runs, oldest first.")
     run_arguments(p, run=False)
     args = p.parse_args(argv)
     from trainmeter.supervisor.store import run_folders, runs_dir
@@ -378,7 +272,7 @@ UNKNOWN_PEAK = "unknown: declare one with --peak"
 
 
 def _peaks(argv: list[str]) -> int:
-    p = _Parser(prog="tm peaks", description="The dense peaks table (TFLOP/s, not 2:4 sparse); "
+    p = Parser(prog="tm peaks", description="The dense peaks table (TFLOP/s, not 2:4 sparse); "
                 "with NAME, the row that GPU name finds, and why.")  # fmt: skip
     p.add_argument("name", nargs="?", help='a GPU: NVML name ("NVIDIA H100 80GB HBM3"), row '
                    'label ("H100 SXM") or short name (h100-sxm, mi300x)')  # fmt: skip
@@ -445,7 +339,7 @@ def _peak_table(rows) -> list[str]:
 
 
 def _doctor(argv: list[str]) -> int:
-    p = _Parser(prog="tm doctor", description="What trainmeter can see on this node (NVML, "
+    p = Parser(prog="tm doctor", description="What trainmeter can see on this node (NVML, "
                 "driver, GPUs, peaks, GPM, MIG, torch, trackers, front end) and what to do "
                 "about each gap. Exit 0 whenever it could look.")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -26,14 +26,14 @@ import signal
 import sys
 import threading
 
-from trainmeter.cli import (
+from trainmeter.commands.args import (
     ENV_GPU_BACKEND,
-    _default_name,
-    _gpu_backend,
-    _hz,
-    _Parser,
-    _port,
+    Parser,
+    default_name,
+    gpu_backend_spec,
+    hz_arg,
     name_arg,
+    port_arg,
     runs_dir_arg,
 )
 from trainmeter.core.summary import summary_line
@@ -57,7 +57,7 @@ def _pid(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tm attach", description="Watch a running program from outside: its "
+    p = Parser(prog="tm attach", description="Watch a running program from outside: its "
                 "process facts and the counters of its GPUs (no agent: no loss, steps or "
                 "FLOPs). Ends when the program ends.")  # fmt: skip
     p.add_argument("pid", type=_pid, metavar="PID", help="the process to watch (yours)")
@@ -65,9 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-backend", metavar="SPEC", default=os.environ.get(ENV_GPU_BACKEND),
                    help="GPU counters: nvml, none, fake:h100x2, ... (default: "
                         f"${ENV_GPU_BACKEND}, else NVML when it loads)")  # fmt: skip
-    p.add_argument("--sample-hz", type=_hz, default=1.0, metavar="HZ",
+    p.add_argument("--sample-hz", type=hz_arg, default=1.0, metavar="HZ",
                    help="samples per second, 1 to 10 (default 1)")  # fmt: skip
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
+    p.add_argument("--port", type=port_arg, default=DEFAULT_PORT,
                    help=f"dashboard page port on 127.0.0.1 (default {DEFAULT_PORT}; if taken, the "
                         f"next free one of {PORT_TRIES}; 0: any free port)")  # fmt: skip
     p.add_argument("--no-web", action="store_true", help="serve no dashboard page")
@@ -81,12 +81,12 @@ def main(argv: list[str]) -> int:
     """``tm attach`` (see the module docstring); returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        spec = _gpu_backend(args.gpu_backend)
+        spec = gpu_backend_spec(args.gpu_backend)
         watch = open_watch(args.pid)
     except (ValueError, OSError) as exc:
         print(f"tm: {exc}", file=sys.stderr)
         return 2
-    name = args.name or _default_name(watch.argv() or [f"pid-{args.pid}"])
+    name = args.name or default_name(watch.argv() or [f"pid-{args.pid}"])
     return attach(watch, name, quiet=args.quiet, root=args.dir, web=not args.no_web,
                   port=args.port, gpu_backend=spec, sample_hz=args.sample_hz)  # fmt: skip
 

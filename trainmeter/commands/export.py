@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from trainmeter.cli import _Parser, run_arguments
+from trainmeter.commands.args import Parser, run_arguments
 from trainmeter.exports import MissingPackage
 from trainmeter.exports.run import RunData
 from trainmeter.supervisor.store import find_run
@@ -22,8 +22,8 @@ _OUT_HELP = (
 )
 
 
-def _parser() -> _Parser:
-    p = _Parser(
+def _parser() -> Parser:
+    p = Parser(
         prog="tm export",
         description="Export a run's series (full resolution) and "
         "passport to W&B (offline), MLflow or CSV; FLOPs and MFU figures carry their "

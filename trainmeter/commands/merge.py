@@ -271,9 +271,9 @@ def merge(folders: list[Path], out: Path | None = None, name: str | None = None,
 
 def main(argv: list[str]) -> int:
     """``tm merge``: exit 0 merged, 1 a run not found, 2 runs that cannot be merged."""
-    from trainmeter.cli import _Parser, run_arguments
+    from trainmeter.commands.args import Parser, run_arguments
 
-    p = _Parser(prog="tm merge", description="Combine the run folders of one multi-node job's "
+    p = Parser(prog="tm merge", description="Combine the run folders of one multi-node job's "
                 "nodes into one run for replay (docs/multinode.md).")  # fmt: skip
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders, ids or id prefixes")
     p.add_argument("--out", type=Path, help="the merged run's folder (default: beside the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from trainmeter.cli import _Parser, run_arguments
+from trainmeter.commands.args import Parser, run_arguments
 from trainmeter.core.passport import markdown
 from trainmeter.exports import passport_files
 from trainmeter.supervisor.store import find_run
@@ -18,7 +18,7 @@ from trainmeter.supervisor.store import find_run
 
 def main(argv: list[str]) -> int:
     """Exit 0 printed, 1 no such run or unreadable log, 2 bad usage."""
-    p = _Parser(
+    p = Parser(
         prog="tm passport",
         description="Print a run's passport: model size, tokens, "
         "FLOPs under each convention, MFU, GPU-hours, energy, hardware, dates.",

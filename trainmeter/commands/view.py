@@ -33,7 +33,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from trainmeter.cli import _Parser, _port, run_arguments
+from trainmeter.commands.args import Parser, port_arg, run_arguments
 from trainmeter.web import DEFAULT_PORT
 
 NOTEBOOK = "replay.ipynb"
@@ -46,15 +46,15 @@ NO_LAB = ('JupyterLab is not installed: pip install "trainmeter[lab]" '
           "(or serve the dashboard page instead: tm view RUN --web)")  # fmt: skip
 
 
-def _parser() -> _Parser:
-    # _Parser refuses abbreviations: a mistyped --no-browse must not start JupyterLab
-    p = _Parser(prog="tm view", description="Open a finished run's replay notebook in "
+def _parser() -> Parser:
+    # Parser refuses abbreviations: a mistyped --no-browse must not start JupyterLab
+    p = Parser(prog="tm view", description="Open a finished run's replay notebook in "
                 "JupyterLab, or serve its dashboard page (--web).")  # fmt: skip
     run_arguments(p)
     p.add_argument("--no-browser", action="store_true", help="print the URL, open no browser")
     p.add_argument("--web", action="store_true", help="serve the tm page for the run instead "
                    "of a notebook, until Ctrl-C")  # fmt: skip
-    p.add_argument("--port", type=_port, default=None,
+    p.add_argument("--port", type=port_arg, default=None,
                    help=f"port on 127.0.0.1 (--web: default {DEFAULT_PORT} or the next free one; "
                         "JupyterLab: default any free port)")  # fmt: skip
     return p

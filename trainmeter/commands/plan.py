@@ -15,7 +15,7 @@ import math
 import sys
 from pathlib import Path
 
-from trainmeter.cli import dtype_arg
+from trainmeter.commands.args import Parser, dtype_arg
 from trainmeter.core import flops, peaks, plan, presets
 from trainmeter.core.units import format_duration, format_si, parse_count, parse_flops, quoted
 
@@ -25,19 +25,6 @@ _NEEDED_WITHOUT_MODEL = ("layers", "width", "heads", "vocab", "context")
 
 class PlanUsageError(Exception):
     """A problem with what was typed; the message is the one line ``tm plan`` prints."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that exits 2 with one line and suggests the closest flag for a typo."""
-
-    def error(self, message: str):
-        if "unrecognized arguments" in message:
-            flags = [o for a in self._actions for o in a.option_strings]
-            bad = message.split(":", 1)[-1].split()
-            close = difflib.get_close_matches(bad[0].split("=")[0], flags, n=1) if bad else []
-            if close:
-                message += f" (did you mean {close[0]}?)"
-        self.exit(2, f"tm plan: {message}\n")
 
 
 def _tokens(text: str) -> int:
@@ -110,7 +97,7 @@ def _whole_count(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     """The ``tm plan`` argument parser (flags documented in docs/spec.md)."""
     names = ", ".join(p.name for p in presets.presets())
-    p = _Parser(prog="tm plan",
+    p = Parser(prog="tm plan", prefix="tm plan",
                 description="Plan a training run before renting GPUs: parameters, FLOPs per "
                 "token under every convention, training FLOPs, wall time, GPU-hours, energy "
                 "and (with --price) cost. Writes nothing.")  # fmt: skip

@@ -1,4 +1,4 @@
-"""``tm plan`` (trainmeter/plan_cli.py through trainmeter/cli.py): what it prints, its JSON, its
+"""``tm plan`` (trainmeter/commands/plan.py through trainmeter/cli.py): what it prints, its JSON, its
 one-line errors, and that it writes nothing. Figures are the hand-derived ones of
 tests/unit/test_plan.py."""
 
@@ -239,3 +239,11 @@ def test_a_plan_with_a_price_creates_no_file(tmp_path):
     assert (
         _tree(tmp_path) == before
     )  # ...and nothing was written: not here, not in HOME, not in TMP
+
+
+def test_an_abbreviated_flag_is_a_typo_named_like_every_other_commands(capsys):
+    """``tm plan`` shares the commands' parser (commands/args.py): ``--tok`` is not taken for
+    ``--tokens`` (it was: plan had a parser of its own that guessed)."""
+    code, out, err = _exit(capsys, "gpt2", "--tok", "1e9", "--gpu", "h100-sxm")
+    assert code == 2 and out == ""
+    assert err == "tm plan: unrecognized arguments: --tok 1e9 (did you mean --tokens?)\n"

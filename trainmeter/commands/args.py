@@ -1,0 +1,141 @@
+"""What the ``tm`` commands share: the argument parser that refuses abbreviations and names
+the closest flag, the argparse types of the flags several commands take, and the arguments of
+every command that reads a finished run. ``cli.py`` and every module of ``commands/`` use these;
+nothing here starts anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+from pathlib import Path
+
+from trainmeter.core import peaks
+from trainmeter.core.units import quoted, run_name
+
+ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that suggests the closest flag for a typo and exits 2 with one clear line.
+
+    Abbreviated flags are refused: ``--no-browse`` is a typo to name, not a flag to guess.
+    """
+
+    def __init__(self, *args, prefix: str = "tm", **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.prefix = prefix  # the error line's first word(s): "tm", "tm plan"
+
+    def error(self, message: str):
+        if "unrecognized arguments" in message or "ambiguous option" in message:
+            flags = [o for a in self._actions for o in a.option_strings]
+            bad = message.split(":")[-1].split()
+            close = difflib.get_close_matches(bad[0].split("=")[0], flags, n=1) if bad else []
+            if close:
+                message += f" (did you mean {close[0]}?)"
+        self.exit(2, f"{self.prefix}: {message}\n")
+
+
+def port_arg(text: str) -> int:
+    """argparse type for a TCP port: 0-65535 (0: any free port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a port: use a whole number "
+                                         "0-65535 (0: any free port)")  # fmt: skip
+    return port
+
+
+def runs_dir_arg(text: str) -> str:
+    """argparse type for a run's ``--dir`` (``tm``, ``tm attach``): a folder that is there or
+    can be made, and written to (made here, before the child starts).
+
+    Raises: argparse.ArgumentTypeError naming the folder and why.
+    """
+    try:
+        if os.path.exists(text) and not os.path.isdir(text):
+            why = "not a folder"
+        else:
+            os.makedirs(text, exist_ok=True)
+            why = "" if os.access(text, os.W_OK | os.X_OK) else "not writable"
+    except (OSError, ValueError) as exc:  # a name too long, a NUL, no permission
+        why = getattr(exc, "strerror", None) or str(exc)
+    if why:
+        raise argparse.ArgumentTypeError(f"{quoted(text)}: {why}")
+    return text
+
+
+def name_arg(text: str) -> str:
+    """argparse type for ``--name`` (``tm``, ``tm attach``): :func:`units.run_name`.
+
+    Raises: argparse.ArgumentTypeError naming the rule.
+    """
+    try:
+        return run_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def dtype_arg(text: str) -> str:
+    """argparse type for ``--dtype`` (``tm`` and ``tm plan``): a dtype name or alias."""
+    dtype = peaks.normalize_dtype(text)
+    if dtype is None:
+        raise argparse.ArgumentTypeError(f"unknown dtype {quoted(text)}: use one of "
+                                         f"{', '.join(peaks.DTYPES)}")  # fmt: skip
+    return dtype
+
+
+def hz_arg(text: str) -> float:
+    """argparse type for ``--sample-hz``: 1 to 10 samples per second."""
+    try:
+        hz = float(text)
+    except ValueError:
+        hz = 0.0
+    if not 1.0 <= hz <= 10.0:
+        raise argparse.ArgumentTypeError(f"{quoted(text)}: the sampling rate is 1 to 10 Hz")
+    return hz
+
+
+def gpu_backend_spec(spec: str | None) -> str | None:
+    """``--gpu-backend`` checked (``sources.check_spec``); None for none given.
+
+    Raises: ValueError "--gpu-backend: ..."
+    """
+    from trainmeter.sources import check_spec
+
+    try:
+        return check_spec(spec) if spec else None
+    except ValueError as exc:
+        raise ValueError(f"--gpu-backend: {exc}") from None
+
+
+def device_opt(name: str | None, peak_flops: float | None) -> str | None:
+    """``--device`` as typed, after ``peaks.check_gpu``: a name the table does not know is
+    refused unless ``--peak`` (``peak_flops``, FLOP/s) declares the peak it labels.
+
+    Raises: ValueError "--device: unknown GPU ... (did you mean ...?)" naming close names.
+    """
+    if name is not None and not name.strip():
+        raise ValueError("--device: give a GPU name (tm peaks lists them)")
+    try:
+        peaks.check_gpu(name, peak_flops)
+    except peaks.UnknownGPUError as exc:
+        raise ValueError(f"--device: {exc}") from None
+    return name
+
+
+def default_name(cmd: list[str]) -> str:
+    """A run's name from its command: the first script's stem, else the program's name."""
+    scripts = [Path(c).stem for c in cmd if c.endswith(".py")]
+    return scripts[0] if scripts else Path(cmd[0]).name
+
+
+def run_arguments(p: argparse.ArgumentParser, run: bool = True) -> None:
+    """The arguments every command that reads a finished run takes: RUN (optional) and --dir."""
+    if run:
+        p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
+    p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
