@@ -185,7 +185,7 @@ def load(ipython) -> None:
     from trainmeter.jupyter.magics import TrainmeterMagics
 
     _session = Session()
-    ipython.register_magics(TrainmeterMagics)
+    ipython.register_magics(TrainmeterMagics(ipython, loaded=loaded, show=show))
     if not _atexit_registered:
         atexit.register(_close_at_exit)
         _atexit_registered = True

@@ -35,6 +35,14 @@ END_TIMEOUT_S = 5.0  # segment_end (snapshot and full history) from a supervisor
 
 @magics_class
 class TrainmeterMagics(Magics):
+    """``%trainmeter`` and ``%%trainmeter``. ``loaded`` returns the extension's session (None
+    after ``%unload_ext``) and ``show`` opens the widget of a run: both given by
+    ``extension.load``, so that this module never imports the extension (one direction only)."""
+
+    def __init__(self, shell, *, loaded, show) -> None:
+        super().__init__(shell)
+        self._loaded, self._show = loaded, show
+
     @magic_arguments()
     @argument("action", nargs="?", default=None,
               help="line magic only: status (default), show, stop")  # fmt: skip
@@ -52,10 +60,8 @@ class TrainmeterMagics(Magics):
     @line_cell_magic
     def trainmeter(self, line: str, cell: str | None = None):
         """Watch a training cell: ``%%trainmeter [--new] [--budget-tokens 20B] ...``."""
-        from trainmeter.jupyter.extension import loaded
-
         args = parse_argstring(self.trainmeter, line)
-        s = loaded()
+        s = self._loaded()
         if s is None:  # %unload_ext: the user's choice, said before anything runs
             raise RuntimeError("trainmeter is not loaded: run %load_ext trainmeter first")
         if cell is None:
@@ -196,9 +202,7 @@ class TrainmeterMagics(Magics):
             if action == "status":
                 print(summary_line(s.request("snapshot")["snapshot"]))
             elif action == "show":
-                from trainmeter.jupyter.extension import show
-
-                return show()
+                return self._show()
             else:
                 snap = s.request("end_run", status="ok").get("snapshot")
                 print(summary_line(snap) if snap else "trainmeter: no run is open")
