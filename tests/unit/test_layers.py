@@ -114,3 +114,151 @@ with contextlib.redirect_stdout(io.StringIO()):
     loaded = _modules_after(code)
     assert {"trainmeter.doctor", "trainmeter.supervisor.sampler"} <= loaded
     assert not CUDA & {m.split(".")[0] for m in loaded}
+
+
+# -- the layer table --------------------------------------------------------------------------
+# Which package of ours each may import (besides itself): docs/architecture.md "Layers". Every
+# import counts: at module level or inside a function (a lazy import is still a dependency),
+# absolute or relative, `import a.b` or `from a import b`.
+LAYERS = {
+    "_version": set(),
+    "core": set(),
+    "agent": {"core"},
+    "sources": {"core"},
+    "exports": {"core", "_version"},
+    "supervisor": {"core", "sources", "exports", "_version"},
+    "doctor": {"core", "sources", "_version"},
+    "web": {"core", "sources", "exports", "supervisor", "_version"},
+    "jupyter": {"core", "agent", "sources", "exports", "supervisor", "web", "_version"},
+    "commands": {
+        "core",
+        "agent",
+        "sources",
+        "exports",
+        "supervisor",
+        "web",
+        "jupyter",
+        "doctor",
+        "_version",
+    },
+    "cli": {
+        "core",
+        "sources",
+        "exports",
+        "supervisor",
+        "web",
+        "jupyter",
+        "commands",
+        "doctor",
+        "_version",
+        "__init__",
+    },
+    # the public facade: trainmeter.emit, and IPython's %load_ext entry points
+    "__init__": {"_version", "agent", "jupyter"},
+}
+# Imports that run up a layer today, each named (the test fails on any other, and on one of
+# these once it is gone, so that the list only shrinks): the launcher of `tm` opens the page
+# and takes the agent's environment variable names from agent.runtime.
+KNOWN_UPWARD = {
+    ("trainmeter.supervisor.launcher", "trainmeter.agent.runtime"),
+    ("trainmeter.supervisor.launcher", "trainmeter.web"),
+    ("trainmeter.supervisor.launcher", "trainmeter.web.prometheus"),
+    ("trainmeter.supervisor.launcher", "trainmeter.web.server"),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.with_suffix("").relative_to(PKG.parent).parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _our_imports(path: Path) -> set[str]:
+    """Every module of ours a file imports, anywhere in it (relative imports resolved;
+    ``from a import b`` counts ``a`` and, when it is a module, ``a.b``)."""
+    name = _module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package[: len(package) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+    return {m for m in found if m.split(".")[0] == "trainmeter"}
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    return {n: {m for m in _our_imports(p) if m in files and m != n} for n, p in files.items()}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_import_of_ours_follows_the_layer_table():
+    graph = _graph()
+    assert set(LAYERS) >= {_package(n) for n in graph}, "a package the table does not name"
+    upward = set()
+    for mod, deps in graph.items():
+        for dep in deps:
+            a, b = _package(mod), _package(dep)
+            if a != b and b not in LAYERS[a]:
+                upward.add((mod, dep))
+    assert upward - KNOWN_UPWARD == set(), "imports up a layer"
+    assert KNOWN_UPWARD - upward == set(), "gone: take them off KNOWN_UPWARD"
+
+
+def test_no_import_cycle_among_our_modules():
+    """Tarjan's strongly connected components over every import of ours: none larger than one
+    module (a cycle is two modules that cannot be understood, or loaded, apart)."""
+    graph, index, low, stack, on, cycles = _graph(), {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_the_layer_reader_sees_lazy_relative_and_from_imports(tmp_path, monkeypatch):
+    """The reader itself can fail: a lazy import inside a function, a relative one and a
+    `from package import module` are all found (a test that read only the module's top level
+    missed the jupyter cycle, both sides of which imported inside functions)."""
+    pkg = tmp_path / "trainmeter"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "a.py").write_text("def f():\n    from . import b\n")
+    (pkg / "core" / "b.py").write_text("from trainmeter import web\n")
+    (pkg / "web.py").write_text("import trainmeter.core.a\n")
+    monkeypatch.setattr(sys.modules[__name__], "PKG", pkg)
+    graph = _graph()
+    assert graph["trainmeter.core.a"] == {"trainmeter.core", "trainmeter.core.b"}
+    assert graph["trainmeter.core.b"] == {"trainmeter", "trainmeter.web"}
+    assert graph["trainmeter.web"] == {"trainmeter.core.a"}
