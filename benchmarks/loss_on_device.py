@@ -9,7 +9,7 @@ copy) inside the loop would fail (its guard turns the tap off and says so on std
 itself never reads a value: it keeps each step's loss (detached, on the device) and, after the
 loop and with the debug mode off, prints them all as one ``LOSSES [...]`` line, which
 gpu_check.py compares with the run log's ``backward_loss`` series (numerics equal: the agent
-copies the same float32 bits). Invariant 8: docs/architecture.md.
+copies the same float32 bits). The no-device-sync invariant: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ export function gpusOf(hardware) {
 /**
  * OFU across the run's GPUs: the mean of each GPU's `ofu` (tensor-pipe activity from NVML GPM, a
  * counter), with the mean observed FLOP/s per GPU. Shown beside MFU, never in its place
- * (invariant 4). {value, why, observed}.
+ * (the counters-beside invariant). {value, why, observed}.
  */
 export function ofuFigure(snap) {
   const gpus = gpusOf(snap.hardware);

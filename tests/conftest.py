@@ -26,8 +26,9 @@ def _env(extra=None):
 # One intra-op thread: a plain torch process loaded by other work gave, once in CI, a loss one
 # float32 ULP off its own value in every other run (the HF Trainer's step 1: 3.889193535 against
 # 3.889193296 in 15 runs here, plain, under tm and with --no-tap alike): a reduction split over a
-# different thread team. Comparisons of losses to the last digit (invariant 7) pass this to both
-# runs, so that they compare trainmeter against the same numerics, not two thread schedules.
+# different thread team. Comparisons of losses to the last digit (the same-numerics invariant) pass
+# this to both runs, so that they compare trainmeter against the same numerics, not two thread
+# schedules.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 

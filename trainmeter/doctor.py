@@ -4,7 +4,7 @@
 prints it for a person. Nothing here imports torch, a tracker or a CUDA binding: versions come
 from ``importlib.metadata`` and importability from ``importlib.util.find_spec`` (which finds a
 package without running it), and the GPUs are read through ``trainmeter.sources`` (NVML only:
-no CUDA context, docs/architecture.md invariant 9).
+no CUDA context, docs/architecture.md the no-CUDA-context invariant).
 
 Report keys:
 

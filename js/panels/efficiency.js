@@ -2,7 +2,7 @@
 // computed, the others sit beside it), FLOPs per token with the executed (`counted`) figure beside
 // it, never in its place, FLOPs spent against FLOPs required, achieved model TFLOP/s per GPU, and
 // MFU over time computed in the browser from the tokens_per_s series. Every FLOPs or MFU figure
-// carries its convention's name (invariant 3). No MFU without a peak: the reason is shown instead.
+// carries its convention's name (the named-convention invariant). No MFU without a peak: the reason is shown instead.
 
 import { createChart } from "../charts.js";
 import {
@@ -59,7 +59,7 @@ export function createEfficiency(view) {
   const spentOthers = el("div", { class: "tm-others" });
   spent.append(spentOthers);
   const perGpu = createFigure("model FLOP/s per GPU", "tm-flops-per-gpu");
-  // OFU is a counter (tensor-pipe activity): beside MFU, never in its place (invariant 4).
+  // OFU is a counter (tensor-pipe activity): beside MFU, never in its place (the counters-beside invariant).
   const ofu = createFigure("OFU (counter: tensor-pipe activity)", "tm-ofu");
 
   const chartPlot = el("div", { class: "tm-plot" });

@@ -2,7 +2,7 @@
 // tensor-pipe activity) now and over time (timeline series gpu<i>/<field>), DRAM activity and
 // arithmetic intensity beside the device's ridge point, memory, power, clocks and throttle reasons;
 // then the host's CPU and memory. These are counter metrics: they sit beside MFU, never in its
-// place (invariant 4). A field the device cannot report says why ("not on this GPU: needs Hopper or
+// place (the counters-beside invariant). A field the device cannot report says why ("not on this GPU: needs Hopper or
 // newer"), never a zero. With no sample at all, one plain line says the sampler is not running.
 
 import { createChart } from "../charts.js";

@@ -1,4 +1,4 @@
-// The price typed into the dashboard stays in the browser (SPEC invariant 10, issue 3): no module
+// The price typed into the dashboard stays in the browser (the physics-not-prices invariant): no module
 // of the dashboard can send it anywhere. Checked on the source, comments stripped: nothing writes
 // to the anywidget model or sends a message (widget.js only reads traits and custom messages),
 // and nothing stores anything in the browser or makes a request.

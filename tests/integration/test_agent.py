@@ -1,5 +1,5 @@
 """The agent inside a real training process (started by ``tm``): step clock, tokens per step,
-model facts, and invariant 1 (an internal failure never reaches the loop)."""
+model facts, and the never-raise invariant (an internal failure never reaches the loop)."""
 
 import json
 import os

@@ -15,7 +15,7 @@ from conftest import _env, read_log
 pytestmark = pytest.mark.slow
 
 STEPS, SERIES = 200, 3000
-PAUSE_S = 30  # the supervisor's pause (issue 15's acceptance: 30 s at the last step)
+PAUSE_S = 30  # the supervisor's pause (30 s at the last step)
 
 MODEL = """
 import torch

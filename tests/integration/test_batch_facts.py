@@ -4,7 +4,7 @@ sizes and sequence lengths, and padding (docs/spec.md "Tokens and padding").
 Under ``tm``, each step record's tokens equal a hand count of the batches the loop was given
 (tests/fixtures/batch_facts_train.py); ``--pad-tokens skip`` counts only the attention mask's
 ones, and the snapshot says which counting MFU uses. In process: the masks the agent refuses
-(invariant 8) and why."""
+(the no-device-sync invariant) and why."""
 
 import json
 
@@ -63,7 +63,7 @@ def test_grad_accumulation_and_variable_shapes_give_the_hand_count_per_step(work
     assert [r["samples"] for r in steps] == [sum(b for b, _, _ in s) for s in SCHEDULE]
     assert snap["tokens"] == sum(map(every_position, SCHEDULE))
     assert snap["tokens_counting"] == ALL  # the default: pads are tokens
-    # numerics unchanged (invariant 7)
+    # numerics unchanged (the same-numerics invariant)
     assert losses(out.stdout) == losses(run_plain([SCRIPT, json.dumps(SCHEDULE)], workdir).stdout)
 
 

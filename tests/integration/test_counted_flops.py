@@ -1,8 +1,8 @@
 """Counted FLOPs: one real step under torch's FlopCounterMode (docs/spec.md "Counted FLOPs").
 
 The tiny GPT's counted step against a hand count of its matmuls, under ``tm``; numerics
-unchanged; an error inside counting ends it and leaves the loop alone (invariant 1); no hook
-stays behind once the count is done; and the engine's side (records in, snapshot out)."""
+unchanged; an error inside counting ends it and leaves the loop alone (the never-raise invariant);
+no hook stays behind once the count is done; and the engine's side (records in, snapshot out)."""
 
 import importlib.util
 import json
@@ -74,7 +74,7 @@ def test_the_tiny_gpt_counted_step_equals_a_hand_count_of_its_matmuls(workdir):
     assert counted["attention"] == "sdpa"
     hand = hand_count_per_token(_example_config(), T)
     assert snap["flops_per_token_counted"] == pytest.approx(hand, rel=0.01)
-    # beside the conventions, never in their place (invariant 3)
+    # beside the conventions, never in their place (the named-convention invariant)
     assert set(snap["flops_per_token"]) == {"hf", "megatron", "titan", "embeddings"}
     rec = next(r for r in read_log(workdir) if r["k"] == "flops_counted")
     assert sorted(rec["mapped"]) == sorted([*(o for o, _ in flop_count._SAME_FORMULA),
@@ -82,7 +82,8 @@ def test_the_tiny_gpt_counted_step_equals_a_hand_count_of_its_matmuls(workdir):
     assert rec["not_counted"] == []
     step3 = next(r for r in read_log(workdir) if r["k"] == "step" and r["step"] == 3)
     assert rec["tokens"] == step3["tokens"]
-    # numerics unchanged (invariant 7): the counted step's loss and every other are the same
+    # numerics unchanged (the same-numerics invariant): the counted step's loss and every other are
+    # the same
     plain = run_plain([EXAMPLE, *GPT_ARGS], workdir)
     assert losses(out.stdout) == losses(plain.stdout) and len(losses(plain.stdout)) == 4
 

@@ -1,4 +1,4 @@
-"""The example GPT as a 4-rank ``torchrun`` job (gloo on CPU) under ``tm`` (issue 5, many ranks).
+"""The example GPT as a 4-rank ``torchrun`` job (gloo on CPU) under ``tm`` (many ranks).
 
 Every rank's agent connects, rank 0 is the step clock, tokens count the world, and the printed
 loss sequence (rank 0's mean over ranks) is the same to the last digit without ``tm``.
@@ -25,7 +25,7 @@ def test_four_ranks_connect_tokens_count_the_world_and_losses_are_unchanged(work
     assert watched.returncode == 0, watched.stderr
     printed = losses(watched.stdout)
     assert len(printed) == STEPS + 2  # 6 train losses and 2 val losses, from rank 0 only
-    assert printed == losses(plain.stdout)  # invariant 7, to the last digit
+    assert printed == losses(plain.stdout)  # the same-numerics invariant, to the last digit
     log = read_log(workdir)
     hellos = {r["rank"] for r in log if r["k"] == "agent_hello" and r["world_size"] == 4}
     assert hellos == {0, 1, 2, 3}

@@ -6,13 +6,13 @@ Trainer's logged values with its ``global_step`` and its tokens per optimizer st
 ``self.log`` values at the step Lightning gives its loggers, with and without a logger; each
 pinned against what the framework itself reports (``trainer.state.log_history``,
 ``trainer.global_step`` inside ``training_step``, Lightning's own TensorBoard file). None under
-``--no-tap``; the same losses without ``tm`` (invariant 7); a framework routing its values to a
-TensorBoard writer that trainmeter taps records each value once. The eight runs (about a
+``--no-tap``; the same losses without ``tm`` (the same-numerics invariant); a framework routing its
+values to a TensorBoard writer that trainmeter taps records each value once. The eight runs (about a
 minute of CPU; the transformers import dominates) go two at a time.
 
 In process (a stand-in Trainer, the real Lightning logger connector with a stand-in trainer):
-the wrapper's contract, invariant 1, invariant 8 (an accelerator tensor is read only by
-Lightning itself, never by trainmeter), steps, wrap-once and unwrap.
+the wrapper's contract, the never-raise invariant, the no-device-sync invariant (an accelerator
+tensor is read only by Lightning itself, never by trainmeter), steps, wrap-once and unwrap.
 """
 
 import glob
@@ -212,7 +212,8 @@ def test_no_tap_shows_no_framework_series(runs):
 
 
 def test_the_losses_are_identical_with_and_without_tm(runs):
-    """Invariant 7, on the frameworks' own logged values (exact floats through JSON)."""
+    """The same-numerics invariant, on the frameworks' own logged values (exact floats through
+    JSON)."""
 
     def hf_losses(job):
         return [(e["step"], e.get("loss"), e.get("eval_loss"), e.get("train_loss"))

@@ -1,4 +1,4 @@
-"""Issue 4's acceptance, end to end through ``tm`` with scripted fake GPUs (no GPU here): GPU
+"""End to end through ``tm`` with scripted fake GPUs (no GPU here): GPU
 samples in the run log, the ladder, OFU, intensity and energy in ``tm replay --json`` with their
 units, MFU against the fake H100's dense peak for the run's dtype, a GPU lost mid-run, an Ampere
 without GPM, a bad ``--gpu-backend``, and the notebook supervisor sampling while a cell runs."""

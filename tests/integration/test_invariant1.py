@@ -1,4 +1,5 @@
-"""Invariant 1 by construction: nothing the torch taps install ever raises into training.
+"""The never-raise invariant by construction: nothing the torch taps install ever raises into
+training.
 
 A loop in the style of real code adds and removes its own hooks around trainmeter's (global and
 per-optimizer step hooks that remove themselves from inside torch's hook loop, where torch

@@ -1,4 +1,4 @@
-"""A log that always replays (issue 15): thousands of mutated copies of a real run's log, each
+"""A log that always replays: thousands of mutated copies of a real run's log, each
 read by every command's code path in-process (replay, snapshot, summary line, passport, the
 export builders, the ``tm ls`` row), and a few through the real ``tm`` CLI; none raises.
 

@@ -1,4 +1,4 @@
-"""Monitoring that heals in a notebook (issue 15, item 3), in a real kernel as test_notebook.py
+"""Monitoring that heals in a notebook, in a real kernel as test_notebook.py
 runs one: the notebook's supervisor is killed (between cells, mid-cell) or paused at a cell's
 end, and every ``%%trainmeter`` cell still runs its body; the next one is recorded in a new run
 whose step records are the cell's own loop, counted here.

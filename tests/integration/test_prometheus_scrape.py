@@ -1,4 +1,4 @@
-"""Issue 6's acceptance for ``--prometheus``: during a real ``tm`` run on two fake H100s, a scrape
+"""The acceptance test of ``--prometheus``: during a real ``tm`` run on two fake H100s, a scrape
 of the endpoint parses with prometheus-client's own parser and holds step, tokens/s and GPU
 samples with their node, GPU and rank labels; the endpoint ends with the run."""
 

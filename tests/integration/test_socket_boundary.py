@@ -1,4 +1,4 @@
-"""The supervisor's socket as a boundary (issue 15): whatever a same-user process sends, no
+"""The supervisor's socket as a boundary: whatever a same-user process sends, no
 traceback, bounded memory, a rank fixed by its hello, the run changed only by the process that
 started the supervisor, and every refusal counted in the snapshot and the log.
 

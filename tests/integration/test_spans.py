@@ -1,7 +1,7 @@
 """Time spans inside a real training process and what the engine makes of them: data-loader
 waits, checkpoints, evaluation phases and warm-up (in-process, then under ``tm`` against
-injected costs), stragglers of a 4-rank ``torchrun`` job, and invariants 1 and 7 for every
-span tap (docs/spec.md "Time spans", "Stragglers")."""
+injected costs), stragglers of a 4-rank ``torchrun`` job, and the never-raise and same-numerics
+invariants for every span tap (docs/spec.md "Time spans", "Stragglers")."""
 
 import io
 import json
@@ -206,7 +206,7 @@ def test_a_failing_span_tap_warns_once_and_leaves_training_unchanged(fresh_guard
         watched_again = _train()  # the tap stays off: no second warning
     finally:
         taps.detach()
-    assert watched == plain == watched_again  # invariant 7: the same numbers exactly
+    assert watched == plain == watched_again  # the same-numerics invariant
     warnings = [ln for ln in capsys.readouterr().err.splitlines() if "[trainmeter]" in ln]
     assert len(warnings) == 1 and "internal error" in warnings[0], warnings
     assert agent.spans(kind) == []
@@ -265,7 +265,7 @@ def plain_losses(tmp_path_factory):
 def test_slow_loader_checkpoints_and_eval_shares_match_what_was_injected(workdir, plain_losses):
     watched = run_tm(["-q", *ARGS], workdir)
     assert watched.returncode == 0, watched.stderr
-    assert losses(watched.stdout) == plain_losses  # invariant 7, to the last digit
+    assert losses(watched.stdout) == plain_losses  # the same-numerics invariant, to the last digit
     snap = _replay(workdir)
     split, elapsed = snap["time_split"], snap["elapsed_s"]
     total = sum(split[k] for k in ("compute", "data", "checkpoint", "eval", "other"))

@@ -3,12 +3,13 @@
 End to end (the real packages, under ``tm``): one script per tracker logs a tiny model's loss
 only through that tracker; the run log holds its series with their steps and role, and
 ``tm replay --json`` shows it; a script logging through all three shows none under
-``--no-tap``; the printed losses are the same without ``tm`` (invariant 7); every tap failing
-inside leaves each tracker call working and its result unchanged (invariant 1). The six runs
-(about 45 s of CPU: torch and each tracker's import dominate) go two at a time.
+``--no-tap``; the printed losses are the same without ``tm`` (the same-numerics invariant); every
+tap failing inside leaves each tracker call working and its result unchanged (the never-raise
+invariant). The six runs (about 45 s of CPU: torch and each tracker's import dominate) go two at a
+time.
 
 In process (a stand-in agent, stand-in tracker modules, and the real tensorboardX): the
-wrapper's contract, value reading (invariant 8), steps, wrap-once and unwrap.
+wrapper's contract, value reading (the no-device-sync invariant), steps, wrap-once and unwrap.
 """
 
 import glob
@@ -147,7 +148,8 @@ def test_no_tap_shows_no_tracker_series(runs):
 
 
 def test_the_losses_are_identical_with_and_without_tm(runs):
-    """Invariant 7 for a tracker-logging script (and the others share its loop and seed)."""
+    """The same-numerics invariant for a tracker-logging script (and the others share its loop and
+    seed)."""
     plain = losses(runs["plain"]["out"].stdout)
     assert len(plain) == 10
     for name in ("tensorboard", "wandb", "mlflow", "fault", "no-tap"):
@@ -155,8 +157,8 @@ def test_the_losses_are_identical_with_and_without_tm(runs):
 
 
 def test_a_failing_tap_leaves_each_tracker_call_working_and_its_result_unchanged(runs):
-    """Invariant 1: every tap raises inside at its first call (tracker_loop.py --fault);
-    each says so once, records nothing more, and each tracker still gets every value."""
+    """The never-raise invariant: every tap raises inside at its first call (tracker_loop.py
+    --fault); each says so once, records nothing more, and each tracker still gets every value."""
     job = runs["fault"]
     out, err = job["out"].stdout, job["out"].stderr
     assert "returned wandb NoneType" in out
@@ -357,7 +359,7 @@ class _CudaTensor:
     device = types.SimpleNamespace(type="cuda")
 
     def item(self):
-        raise AssertionError("read an accelerator tensor (invariant 8)")
+        raise AssertionError("read an accelerator tensor (the no-device-sync invariant)")
 
     def dim(self):
         raise AssertionError("looked further than the device")

@@ -215,7 +215,7 @@ def _worst_hardware() -> list[dict]:
     samples[0]["throttle_mask"] = 2**200  # wider than NVML's mask: not read as 200 names
     samples[1]["mem_used_bytes"] = wide * 100_000  # not a number: named in a reason, cut
     host = {"missing": {k: wide * 5_000 for k in counters.HOST_KEYS}}
-    # plain dicts, not records.make: validate() now refuses a string mem_used_bytes (issue 15),
+    # plain dicts, not records.make: validate() now refuses a string mem_used_bytes,
     # and the engine's own bounds are what this test measures
     return [
         {"v": 1, "k": "gpu_devices", "t": 1.0, "backend": wide * 1000, "devices": devices,

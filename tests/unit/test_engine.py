@@ -155,7 +155,7 @@ def test_a_look_alike_gpu_name_gives_no_mfu():
     assert eng.snapshot()["mfu"] is None
 
 
-# -- dashboard keys (docs/spec.md "Snapshot keys for the dashboard (issue 3)") ------------------
+# -- dashboard keys (docs/spec.md "Snapshot keys for the dashboard") ------------------
 # MODEL under titan: 6 x (1000 - 100) + 12 x L 2 x H 2 x Q 4 x T 4 = 5400 + 768 = 6168 FLOP/token.
 # _run(): 120 tokens, recent rate 80 / 3 tokens/s, elapsed 104 - 100 = 4 s.
 

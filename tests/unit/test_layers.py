@@ -90,8 +90,9 @@ def test_supervisor_and_cli_load_no_cuda_binding():
 
 
 def test_the_sampler_sources_and_doctor_at_work_load_no_cuda_binding(tmp_path):
-    """Invariant 9: sampling (NVML or a fake), and ``tm doctor`` looking at torch's version and
-    at the GPUs, never import a CUDA binding, so the supervisor never makes a CUDA context."""
+    """The no-CUDA-context invariant: sampling (NVML or a fake), and ``tm doctor`` looking at
+    torch's version and at the GPUs, never import a CUDA binding, so the supervisor never makes a
+    CUDA context."""
     code = f"""
 import contextlib, io
 import trainmeter.sources, trainmeter.sources.gpu, trainmeter.sources.fake

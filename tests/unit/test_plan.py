@@ -84,7 +84,7 @@ def test_bad_inputs_are_refused(args):
 
 
 # =============================================================================================
-# tm plan (issue 7): presets, Hugging Face config.json, GPU names, plan_run.
+# tm plan: presets, Hugging Face config.json, GPU names, plan_run.
 # Every expected count below is derived by hand in the comment beside it, from the layout the
 # model's own code creates (huggingface/transformers models/llama/modeling_llama.py and
 # models/gpt2/modeling_gpt2.py), never copied from the implementation's output.

@@ -124,7 +124,7 @@ def test_encode_refuses_nan_so_no_invalid_json_reaches_the_log():
         records.encode({"v": 1, "k": "note", "t": float("nan"), "text": "x"})
 
 
-# -- deep validation (issue 15 point 4): a record validate() accepts never breaks the engine --
+# -- deep validation: a record validate() accepts never breaks the engine --
 
 _BASE = {"v": 1, "t": 100.0}
 _START = {**_BASE, "k": "run_start", "id": "r", "name": "n", "argv": ["a"], "version": "1"}

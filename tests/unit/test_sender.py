@@ -357,7 +357,7 @@ def test_an_internal_error_in_the_final_flush_warns_once_and_stops_the_sender(
 ):
     """The CI flake of the ``--fault sender`` test: a short run ended before the sender thread
     ever flushed, so the only call of the broken ``_connect`` was close()'s, whose failure was
-    swallowed without a word (invariant 1 promises one line)."""
+    swallowed without a word (the never-raise invariant promises one line)."""
 
     def boom(self):
         raise RuntimeError("forced failure in sender")

@@ -1,4 +1,4 @@
-"""GPU and host sources, tested against fakes (no GPU here: SPEC invariant 6).
+"""GPU and host sources, tested against fakes (no GPU here: the no-GPU-library invariant).
 
 The NVML backend runs against ``FakeNvml`` (a scripted stand-in for the ``pynvml`` module,
 injected into it) under a manual clock. Values that a test pins come from a ``Pinned`` fake that

@@ -7,7 +7,7 @@ go through it. The wrapper adds one Python frame per backward call and queues ``
 (``t`` = ``time.time()``, s since the epoch) on the sender's queue; it never reads a value:
 
 - a CPU tensor is queued as it is; the sender thread reads its value (a host number: no
-  device to synchronize, invariant 8);
+  device to synchronize, the no-device-sync invariant);
 - a tensor on a CUDA device is copied with ``copy_(non_blocking=True)`` into a slot of a reused
   pinned host buffer, an event recorded after the copy, and the slot queued; the sender reads
   the slot only once ``event.query()`` says the copy is done (polled at each flush, never waited
@@ -41,7 +41,7 @@ optimizer step stamps (step_clock.py), and:
 Losses go out as ``series`` records named ``LOSS_SERIES`` with role ``train_loss``. Once a
 tracker, a framework or ``emit`` reports a train loss, theirs is the run's: the ledger sends no
 more (those it held are dropped) and the taps stop the tap (once an optimizer clocks the steps).
-Every entry point is guarded (invariant 1).
+Every entry point is guarded (the never-raise invariant).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Runs once per run, after the first optimizer step, never on the hot path. It reads only
 Python metadata (``numel``, module attributes, the config object): no tensor values, so no
-device synchronization (invariant 8). The result feeds ``core.flops.ModelShape``.
+device synchronization (the no-device-sync invariant). The result feeds ``core.flops.ModelShape``.
 
 Shape fields come from the model's ``config`` when it has one (read by
 ``core.hfconfig.read``: each Hugging Face model type's own keys and null defaults, else the

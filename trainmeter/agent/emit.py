@@ -2,9 +2,9 @@
 
 Values must already be host numbers: Python ``int``/``float``, NumPy scalars, or 0-d CPU
 tensors. An accelerator tensor is skipped with one warning, since reading it would
-synchronize the device (invariant 8). A value or step that is not a usable number is skipped
-and counted (``Sender.count``: the run's ``dropped`` record); emit itself never turns off and
-never raises (invariant 1).
+synchronize the device (the no-device-sync invariant). A value or step that is not a usable number
+is skipped and counted (``Sender.count``: the run's ``dropped`` record); emit itself never turns off
+and never raises (the never-raise invariant).
 """
 
 from __future__ import annotations

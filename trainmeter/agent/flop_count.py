@@ -8,7 +8,8 @@ later, as the next paragraph says), so it sees the step's forwards (every micro-
 backwards, and not the optimizer's own update.
 The result (FLOP of the step, and the step's tokens from the agent's own count, which the sender
 writes in when it reads that step: ``await_step``) goes out as one ``flops_counted`` record; the
-engine divides the two. It sits beside the named conventions, never in their place (invariant 3).
+engine divides the two. It sits beside the named conventions, never in their place (the
+named-convention invariant).
 
 Why the third step: the root model is known only at the first optimizer step (torch_taps'
 discovery), and the first steps are not yet typical (lazy modules, the optimizer's state, AMP

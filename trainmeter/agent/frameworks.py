@@ -5,8 +5,8 @@ Attached by the agent when the user's code imports the framework's module (the a
 imports one itself). The machinery is the tracker taps' (:class:`~trainmeter.agent.trackers.
 TrackerTaps`, subclassed here): each call is wrapped once, the framework's own function runs
 first and its result is returned unchanged, and only then, guarded (an internal error warns
-once and turns that tap off, invariant 1), are host numbers read and queued as ``series``
-records with their catalog role; ``detach()`` puts every original back.
+once and turns that tap off, the never-raise invariant), are host numbers read and queued as
+``series`` records with their catalog role; ``detach()`` puts every original back.
 
 What is wrapped, and why there:
 
@@ -23,10 +23,10 @@ What is wrapped, and why there:
   Lightning itself turns the tensors into Python numbers there (``convert_tensors_to_scalars``,
   its own device sync): that module global is wrapped to keep a copy of its result, and those
   numbers are recorded. With no logger (``logger=False``) nothing converts them: 0-d CPU
-  tensors are read (no device to synchronize), an accelerator tensor never (invariant 8; one
-  note says to give the Trainer a logger). Not ``LightningModule.log``: Lightning turns even a
-  Python number into a tensor on the module's device there, ``on_step``/``on_epoch`` decide
-  later what a call means, and epoch means exist only at the connector. The step is the one
+  tensors are read (no device to synchronize), an accelerator tensor never (the no-device-sync
+  invariant; one note says to give the Trainer a logger). Not ``LightningModule.log``: Lightning
+  turns even a Python number into a tensor on the module's device there, ``on_step``/``on_epoch``
+  decide later what a call means, and epoch means exist only at the connector. The step is the one
   Lightning gives its loggers: ``step=`` or a logged ``step`` metric, else
   ``fit_loop.epoch_loop._batches_that_stepped`` (= ``trainer.global_step`` as seen inside
   ``training_step``: the step *before* that batch's optimizer step).
@@ -104,7 +104,7 @@ class FrameworkTaps(TrackerTaps):
             if getattr(busy, "on", False) and args and isinstance(result, dict):
                 try:  # keyed by the metrics dict: a copy from an unrecorded call is never used
                     converted.last = (args[0], dict(result))
-                except Exception as exc:  # invariant 1
+                except Exception as exc:  # the never-raise invariant
                     guard.failed("lightning tap", exc)
             return result
 

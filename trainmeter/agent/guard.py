@@ -1,4 +1,4 @@
-"""Invariant 1: nothing the agent runs ever raises into the training process.
+"""The never-raise invariant: nothing the agent runs ever raises into the training process.
 
 Each entry point (a hook, emit, the sender thread, the bootstrap) catches its own failure,
 reports it once on stderr, and goes quiet: ``failed(name, exc)`` marks that entry point off.

@@ -1,4 +1,5 @@
-"""The one door for every hook trainmeter adds to torch (invariant 1, by construction).
+"""The one door for every hook trainmeter adds to torch (the never-raise invariant, by
+construction).
 
 Every module and optimizer hook of the taps goes in through :class:`Door` and nowhere else, so
 each one gets the same three guarantees:

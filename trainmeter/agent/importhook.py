@@ -39,7 +39,7 @@ def cancel(name: str, callback: Callable[[ModuleType], None]) -> None:
 def _run(name: str, callback: Callable[[ModuleType], None], module: ModuleType) -> None:
     try:
         callback(module)
-    except Exception as exc:  # invariant 1: the user's import must succeed regardless
+    except Exception as exc:  # the never-raise invariant: the user's import must succeed regardless
         guard.failed(f"attach to {name}", exc)
 
 

@@ -4,7 +4,7 @@
 By default every position of the token tensor is a token (pad included): metadata only. With
 ``tm --pad-tokens skip`` (``TRAINMETER_PAD_TOKENS=skip`` in the child's environment), a root
 forward called with an ``attention_mask`` keyword counts the mask's nonzero positions instead,
-when that mask can be read without breaking invariant 8:
+when that mask can be read without breaking the no-device-sync invariant:
 
 - a CPU tensor of an integer or bool dtype, shaped like the token ids: counted with
   ``count_nonzero`` (a CPU op; nonzero rather than ``== 1``, so packed-sequence masks that number
@@ -14,8 +14,8 @@ when that mask can be read without breaking invariant 8:
 
 A mask on an accelerator is refused rather than copied: reading it would take a device-to-host
 copy queued on the user's stream (plus pinned host memory and an event to poll), a transfer
-trainmeter does not own and one that would be captured into a CUDA graph; invariant 8 allows
-the agent only Python numbers and 0-d CPU tensors.
+trainmeter does not own and one that would be captured into a CUDA graph; the no-device-sync
+invariant allows the agent only Python numbers and 0-d CPU tensors.
 
 The count runs where the token tensors are counted (the sender thread, or the step hook when
 the queue is long), up to 0.1 s after the forward: a mask buffer the loop rewrites in place

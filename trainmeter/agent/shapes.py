@@ -17,7 +17,7 @@ unbatched input, or any other shape: batch-first. A ``PackedSequence`` gives its
 longest length from its ``batch_sizes`` (a CPU tensor: reading it is a host read).
 
 Everything here reads metadata only (shapes, module attributes): never a tensor's value
-(invariant 8).
+(the no-device-sync invariant).
 """
 
 from __future__ import annotations

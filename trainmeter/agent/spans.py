@@ -4,8 +4,8 @@ Started and stopped by the torch taps (``TorchTaps.attach``/``rediscover``/``new
 them, ``pause``/``detach`` stop them), so like every tap they exist only once the user's code has
 imported torch. Each span is timed on the host with ``time.perf_counter`` (its duration) and
 ``time.time`` (its start, comparable with the step records' stamps); nothing here reads a tensor
-or synchronizes a device (invariant 8), so what a span measures is host time: docs/spec.md
-"Time spans" says what that can and cannot see on an asynchronous GPU.
+or synchronizes a device (the no-device-sync invariant), so what a span measures is host time:
+docs/spec.md "Time spans" says what that can and cannot see on an asynchronous GPU.
 
 - ``data``: time inside ``_BaseDataLoaderIter.__next__`` (every DataLoader iterator), wrapped at
   class level: one wrapper call per batch, about 1 us (docs/performance.md).
@@ -38,8 +38,8 @@ time the loop waited.
 Each finished span is queued as a bare tuple ``(kind, start, seconds)`` (one ``deque.append``);
 the sender thread sends a flush's spans as one ``spans`` column batch beside the ``steps``
 batch (``core.records.decode_wire`` expands it into ``span`` records). Every entry point is
-guarded (invariant 1): an internal failure prints one line, sends one note, and turns that
-span kind off for the rest of the process.
+guarded (the never-raise invariant): an internal failure prints one line, sends one note, and turns
+that span kind off for the rest of the process.
 """
 
 from __future__ import annotations

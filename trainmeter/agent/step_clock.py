@@ -34,8 +34,8 @@ that must wait for a point outside torch's hook loops are carried out.
 While a torch profiler records, the method also calls torch's own ``_optimizer_step_code``,
 so the profiler sees every optimizer step as without
 trainmeter: the profiler's start and stop functions are wrapped to swap the method. Nothing
-here reads a tensor (invariant 8); the C chain cannot raise, and a failure anywhere else stops
-the clock with one warning (invariant 1).
+here reads a tensor (the no-device-sync invariant); the C chain cannot raise, and a failure anywhere
+else stops the clock with one warning (the never-raise invariant).
 """
 
 from __future__ import annotations

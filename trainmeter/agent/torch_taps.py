@@ -3,8 +3,8 @@
 Attached by the agent when the user's code imports torch (never before). Costs per optimizer
 step (see benchmarks/agent_overhead.py and docs/performance.md): a few bytecodes in the root
 model's ``__call__``, and the step clock's chain of C calls (step_clock.py). Neither reads a
-tensor's value, so never a device synchronization (invariant 8); shapes are read later, on the
-sender thread.
+tensor's value, so never a device synchronization (the no-device-sync invariant); shapes are read
+later, on the sender thread.
 
 Discovery: until the first optimizer step, global module hooks (through the hook door,
 hooks.py) note which modules run at the top of the call stack with gradients enabled, the

@@ -8,9 +8,9 @@ calls through, and the wrapper:
    the tracker propagates unchanged and records nothing);
 2. then, guarded (``guard.py``: an internal error warns once and turns that tap off, invariant
    1), reads the values that are host numbers (Python ``int``/``float``, NumPy scalars, 0-d
-   CPU tensors; never an accelerator tensor, invariant 8) and queues one ``series`` record per
-   value through the agent's sender, the path ``emit()`` uses, with the tracker's own step
-   when the call gave one, else the agent's optimizer step, and the name's ``role`` from
+   CPU tensors; never an accelerator tensor, the no-device-sync invariant) and queues one ``series``
+   record per value through the agent's sender, the path ``emit()`` uses, with the tracker's own
+   step when the call gave one, else the agent's optimizer step, and the name's ``role`` from
    :mod:`trainmeter.core.catalog`.
 
 A tapped call made inside another tapped call (a writer subclass whose ``add_scalars`` calls
@@ -121,7 +121,7 @@ class TrackerTaps:
             if taps.agent.armed and not guard.is_off(entry):
                 try:
                     record(source, args, kwargs)
-                except Exception as exc:  # invariant 1: the user's call already succeeded
+                except Exception as exc:  # never-raise invariant: the user's call succeeded
                     guard.failed(entry, exc)
             return result
 

@@ -3,8 +3,8 @@
 What NVML reports (``trainmeter/sources/gpu.py`` reads it) is turned into figures here: activity
 fractions, OFU, observed FLOP/s, DRAM bytes/s, arithmetic intensity, ridge point, energy,
 power and throttle reasons. These are *counter metrics*: they sit beside MFU and the model
-metrics, never in their place (docs/architecture.md invariant 4). Definitions: docs/spec.md
-"Numbers" and "Snapshot keys for the dashboard (issue 3)".
+metrics, never in their place (docs/architecture.md the counters-beside invariant). Definitions:
+docs/spec.md "Numbers" and "Snapshot keys for the dashboard".
 
 Conventions shared with ``core.metrics``: a missing input (None) gives a missing output (None);
 a negative or non-finite input is a programming error (ValueError). The snapshot builders
@@ -74,7 +74,7 @@ def ofu(tensor_active: float | None) -> float | None:
     (``observed_flops / peak_flops``), in the run's dtype.
     Leaves out: FLOPs on the CUDA cores (non-tensor FP32, softmax, norms); that an active pipe
     may run a cheaper dtype than the peak assumes (an FP8 GEMM in a BF16 run over-reads, an
-    FP32 one under-reads). Shown beside MFU, never in its place (SPEC invariant 4).
+    FP32 one under-reads). Shown beside MFU, never in its place (the counters-beside invariant).
     Raises ValueError outside 0..1.
     """
     _check("tensor_active", tensor_active, upper=1.0)

@@ -139,12 +139,12 @@ class Engine:
         self.segment_t0: float | None = None
         self.last_t: float | None = None
         self.records = 0
-        self.hw = HardwareState()  # the sampler's GPU and host readings (issue 4)
+        self.hw = HardwareState()  # the sampler's GPU and host readings
         self.counted: dict[str, Any] | None = None  # rank 0's counted step (flops_counted)
         self.step_clock: str | None = None  # rank 0's: "optimizer" or "backward" (step_clock)
         self.counting_seen: set[str] = set()  # rank 0's tokens_counting values
         self.process: dict[str, Any] | None = None  # tm attach: the watched process's facts
-        # time spans (issue 5, docs/spec.md "Time spans"): rank 0's, inside segments
+        # time spans (docs/spec.md "Time spans"): rank 0's, inside segments
         self.span_s = dict.fromkeys(SPAN_KINDS, 0.0)  # seconds per kind
         self.spans_seen = False
         self.span_inside_s = 0.0  # span time inside timed step intervals (not compute)
@@ -518,7 +518,7 @@ class Engine:
             "mfu_avg": _mfu(rate_avg, fpt, gpus, peak),
             "series": self._series_out(),
             "notes": notes,
-            # docs/spec.md "Snapshot keys for the dashboard (issue 3)"
+            # docs/spec.md "Snapshot keys for the dashboard"
             "gpus": gpus,
             "gpu_hours": gpus * elapsed / 3600 if gpus else None,
             "gpu_hours_to_finish": gpus * eta / 3600 if gpus and eta is not None else None,

@@ -10,8 +10,8 @@ beside it, MFU and throughput as run averages, GPU-hours, energy, hardware, dtyp
 
 A figure that is not known is ``None`` (null in JSON) and ``unknown`` names why, keyed by its
 dotted path (``"mfu.value": "no dense peak is known for cpu; ..."``); the Markdown prints
-"unknown (why)". Nothing is ever filled in by guess (invariant 3: every FLOPs or MFU figure
-carries its convention's name).
+"unknown (why)". Nothing is ever filled in by guess (the named-convention invariant: every FLOPs or
+MFU figure carries its convention's name).
 
 Standard library only.
 """

@@ -1,7 +1,7 @@
 """Planning: the throughput, time, GPU-hours, energy and cost a run would have at an assumed MFU.
 
 Everything here is a pure function of its inputs. The snapshot's ``plan`` key uses :func:`plan`
-(docs/spec.md "Snapshot keys for the dashboard (issue 3)"); ``tm plan`` and Python callers use
+(docs/spec.md "Snapshot keys for the dashboard"); ``tm plan`` and Python callers use
 :func:`plan_run`, which calls the same :func:`plan` once per FLOPs convention (docs/spec.md
 "Planning a run (`tm plan`)"). Standard library only.
 """

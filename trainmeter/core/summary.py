@@ -1,7 +1,7 @@
 """The one-line summary printed when a ``tm`` run or a ``%%trainmeter`` cell ends.
 
 Pure formatting of a snapshot (see :mod:`trainmeter.core.engine`); every FLOPs or MFU figure
-carries its convention's name (invariant 3).
+carries its convention's name (the named-convention invariant).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Outside the training process only (the supervisor and ``tm``): never imported by the agent.
 Only ``sources/gpu.py`` touches NVML, lazily; nothing here imports a CUDA binding, so reading
-the GPUs creates no CUDA context (docs/architecture.md invariant 9).
+the GPUs creates no CUDA context (docs/architecture.md the no-CUDA-context invariant).
 
 API:
 

@@ -1,8 +1,8 @@
 """NVML backend: the one module that touches NVML (``pynvml``, from the ``nvidia-ml-py`` package).
 
-NVML creates no CUDA context (docs/architecture.md invariant 9), and this module imports no CUDA
-binding (torch, cupy, pycuda, cuda); ``pynvml`` itself is imported lazily by ``load_nvml()``,
-so importing this module costs nothing on a machine without it.
+NVML creates no CUDA context (docs/architecture.md the no-CUDA-context invariant), and this module
+imports no CUDA binding (torch, cupy, pycuda, cuda); ``pynvml`` itself is imported lazily by
+``load_nvml()``, so importing this module costs nothing on a machine without it.
 
 API:
 

@@ -1,8 +1,8 @@
 """The live side of one supervisor: the open run, its log and engine, and change notices.
 
 All mutation happens under one lock, so records from many agent connections are written to
-the log (the one writer, invariant 5) and folded into the engine in one order. Subscribers
-wait on a condition for the next change.
+the log (the one writer, the one-writer invariant) and folded into the engine in one order.
+Subscribers wait on a condition for the next change.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 from trainmeter.core import records
 
 DEFAULT_HZ = 1.0
-MIN_HZ, MAX_HZ = 1.0, 10.0  # issue 4: 1 to 10 Hz; GPM needs >= 100 ms between samples
+MIN_HZ, MAX_HZ = 1.0, 10.0  # 1 to 10 Hz; GPM needs >= 100 ms between samples
 
 
 class Sampler:

@@ -1,10 +1,10 @@
 """The run log: ``.trainmeter/runs/<run id>/run.jsonl``, append-only, one record a line.
 
-Only the supervisor writes it (invariant 5), and stamps every line with its number ``"n"``.
-A write that fails (a full disk) keeps the line in memory and retries at the next append, so
-nothing is lost while the process lives and memory holds; what is lost is counted
-(``RunLog.lost_lines``; the supervisor logs it as a ``dropped`` record, source ``disk``) and
-what is still unwritten at close is reported with the log's path.
+Only the supervisor writes it (the one-writer invariant), and stamps every line with its number
+``"n"``. A write that fails (a full disk) keeps the line in memory and retries at the next append,
+so nothing is lost while the process lives and memory holds; what is lost is counted
+(``RunLog.lost_lines``; the supervisor logs it as a ``dropped`` record, source ``disk``) and what is
+still unwritten at close is reported with the log's path.
 """
 
 from __future__ import annotations

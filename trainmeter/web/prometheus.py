@@ -12,8 +12,9 @@ Names follow Prometheus's conventions (https://prometheus.io/docs/practices/nami
 ``trainmeter_``, base units as suffixes (``_seconds``, ``_bytes``, ``_joules``, ``_watts``,
 ``_hertz``; a 0..1 fraction is ``_ratio``), counters end in ``_total``. Every sample has a
 ``node`` label (the supervisor's hostname); per-GPU families add ``gpu`` (the NVML index) and
-``gpu_name``, per-rank families ``rank``, FLOPs and MFU families ``convention`` (invariant 3).
-A figure the snapshot does not have (null) is left out, never exported as 0.
+``gpu_name``, per-rank families ``rank``, FLOPs and MFU families ``convention`` (the
+named-convention invariant). A figure the snapshot does not have (null) is left out, never exported
+as 0.
 
 Job-wide figures (step, tokens, tokens/s, FLOPs, MFU, the time split) come from rank 0's step
 clock scaled by the world size (docs/spec.md "Snapshot"), so only the supervisor that sees rank 0

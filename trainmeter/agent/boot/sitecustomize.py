@@ -1,7 +1,7 @@
 """Injected by ``tm`` (on PYTHONPATH) into the training process: start the trainmeter agent.
 
 It first runs any other ``sitecustomize`` that this one shadows, then installs the agent if
-``TRAINMETER_SOCKET`` is set. Standard library only; it never raises (invariant 1).
+``TRAINMETER_SOCKET`` is set. Standard library only; it never raises (the never-raise invariant).
 """
 
 import os
