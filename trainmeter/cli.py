@@ -26,7 +26,6 @@ from trainmeter.commands.args import (
     ENV_GPU_BACKEND,
     Parser,
     default_name,
-    device_opt,
     dtype_arg,
     gpu_backend_spec,
     hz_arg,
@@ -36,13 +35,10 @@ from trainmeter.commands.args import (
     runs_dir_arg,
 )
 from trainmeter.core import flops, peaks
+from trainmeter.core.options import run_options
 from trainmeter.core.passport import short_citation
 from trainmeter.core.units import (
-    flag_value,
     format_duration,
-    parse_flops,
-    parse_flops_budget,
-    parse_token_budget,
 )
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
@@ -175,20 +171,9 @@ def _script_error(first: str) -> str | None:
 
 def _run_opts(args) -> dict:
     """Launch options recorded in the run log (physics only, never a price)."""
-    budget = args.budget_tokens
-    # "is not None": an empty value ("--peak ''") is refused, not taken as no value
-    peak = flag_value("--peak", parse_flops, args.peak) if args.peak is not None else None
-    return {
-        "budget_tokens": flag_value("--budget-tokens", parse_token_budget, budget)
-        if budget is not None else None,
-        "budget_flops": flag_value("--budget-flops", parse_flops_budget, args.budget_flops)
-        if args.budget_flops is not None else None,
-        "convention": args.convention,
-        "peak_flops": peak,
-        "device": device_opt(args.device, peak),
-        "dtype": args.dtype,
-        "pad_tokens": args.pad_tokens,
-    }  # fmt: skip
+    return run_options(budget_tokens=args.budget_tokens, budget_flops=args.budget_flops,
+                       convention=args.convention, peak=args.peak, device=args.device,
+                       dtype=args.dtype, pad_tokens=args.pad_tokens).record()  # fmt: skip
 
 
 def _replay(argv: list[str]) -> int:

@@ -11,7 +11,7 @@ import difflib
 import os
 from pathlib import Path
 
-from trainmeter.core import peaks
+from trainmeter.core.options import parse_dtype
 from trainmeter.core.units import quoted, run_name
 
 ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"
@@ -81,12 +81,11 @@ def name_arg(text: str) -> str:
 
 
 def dtype_arg(text: str) -> str:
-    """argparse type for ``--dtype`` (``tm`` and ``tm plan``): a dtype name or alias."""
-    dtype = peaks.normalize_dtype(text)
-    if dtype is None:
-        raise argparse.ArgumentTypeError(f"unknown dtype {quoted(text)}: use one of "
-                                         f"{', '.join(peaks.DTYPES)}")  # fmt: skip
-    return dtype
+    """argparse type for ``--dtype`` (``tm`` and ``tm plan``): ``options.parse_dtype``."""
+    try:
+        return parse_dtype(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def hz_arg(text: str) -> float:
@@ -111,21 +110,6 @@ def gpu_backend_spec(spec: str | None) -> str | None:
         return check_spec(spec) if spec else None
     except ValueError as exc:
         raise ValueError(f"--gpu-backend: {exc}") from None
-
-
-def device_opt(name: str | None, peak_flops: float | None) -> str | None:
-    """``--device`` as typed, after ``peaks.check_gpu``: a name the table does not know is
-    refused unless ``--peak`` (``peak_flops``, FLOP/s) declares the peak it labels.
-
-    Raises: ValueError "--device: unknown GPU ... (did you mean ...?)" naming close names.
-    """
-    if name is not None and not name.strip():
-        raise ValueError("--device: give a GPU name (tm peaks lists them)")
-    try:
-        peaks.check_gpu(name, peak_flops)
-    except peaks.UnknownGPUError as exc:
-        raise ValueError(f"--device: {exc}") from None
-    return name
 
 
 def default_name(cmd: list[str]) -> str:

@@ -16,15 +16,10 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from trainmeter.core import flops, peaks
+from trainmeter.core import flops
+from trainmeter.core.options import run_options
 from trainmeter.core.summary import summary_line
-from trainmeter.core.units import (
-    flag_value,
-    parse_flops,
-    parse_flops_budget,
-    parse_token_budget,
-    run_name,
-)
+from trainmeter.core.units import flag_value, run_name
 
 SYNC_TIMEOUT_S = 1.0  # a cell's end: the agent's records applied, from a healthy supervisor
 SYNC_GRACE_S = 0.25  # ... beyond its own timeout, before the cell stops waiting on it
@@ -262,47 +257,23 @@ def _widget_bridge(s):
 
 
 def _opts(args) -> dict:
+    """The cell's options (``core.options.run_options``, as ``tm`` reads its flags); a bad
+    value is a UsageError naming the flag, before anything runs."""
     from IPython.core.error import UsageError
 
     try:
         if args.name is not None:
             flag_value("--name", run_name, args.name)  # checked as tm does (not an option)
-        peak = flag_value("--peak", parse_flops, args.peak) if args.peak is not None else None
-        return {
-            "budget_tokens": flag_value("--budget-tokens", parse_token_budget, args.budget_tokens)
-            if args.budget_tokens is not None else None,
-            "budget_flops": flag_value("--budget-flops", parse_flops_budget, args.budget_flops)
-            if args.budget_flops is not None else None,
-            "convention": args.convention,
-            "peak_flops": peak,
-            "device": _device(args.device, peak),
-            "dtype": _dtype(args.dtype) if args.dtype else None,
-        }  # fmt: skip
+        return run_options(budget_tokens=args.budget_tokens, budget_flops=args.budget_flops,
+                           convention=args.convention, peak=args.peak,
+                           device=_unquoted(args.device), dtype=args.dtype).record()  # fmt: skip
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
 
-def _device(name: str | None, peak_flops: float | None) -> str | None:
-    """``--device`` as ``tm`` reads it (``peaks.check_gpu``): an unknown name without ``--peak``
-    is a ValueError naming the close names (shown as a UsageError), not a run without a peak.
-
-    IPython's argument splitter keeps quotes (``--device "H100 SXM"`` gives ``'"H100 SXM"'``):
-    one pair around the whole name is dropped, as a shell would.
-    """
+def _unquoted(name: str | None) -> str | None:
+    """IPython's argument splitter keeps quotes (``--device "H100 SXM"`` gives
+    ``'"H100 SXM"'``): one pair around the whole value is dropped, as a shell would."""
     if name and len(name) > 1 and name[0] == name[-1] and name[0] in "\"'":
-        name = name[1:-1]
-    if name is not None and not name.strip():
-        raise ValueError("--device: give a GPU name (tm peaks lists them)")
-    try:
-        peaks.check_gpu(name, peak_flops)
-    except peaks.UnknownGPUError as exc:
-        raise ValueError(f"--device: {exc}") from None
+        return name[1:-1]
     return name
-
-
-def _dtype(text: str) -> str:
-    """``--dtype`` as ``tm`` reads it (``peaks.normalize_dtype``); ValueError naming the forms."""
-    dtype = peaks.normalize_dtype(text)
-    if dtype is None:
-        raise ValueError(f"unknown dtype {text!r}: use one of {', '.join(peaks.DTYPES)}")
-    return dtype
