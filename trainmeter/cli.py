@@ -36,7 +36,7 @@ from trainmeter.commands.args import (
 )
 from trainmeter.core import flops, peaks
 from trainmeter.core.options import run_options
-from trainmeter.core.passport import short_citation
+from trainmeter.core.passport_md import short_citation
 from trainmeter.core.units import (
     format_duration,
 )

@@ -17,7 +17,7 @@ from conftest import EXAMPLE, run_tm
 
 from trainmeter import cli
 from trainmeter.core import passport as core_passport
-from trainmeter.core import records
+from trainmeter.core import passport_md, records
 from trainmeter.core.engine import replay, unclosed_text
 from trainmeter.core.summary import summary_line
 from trainmeter.exports import passport_files, wandb
@@ -217,7 +217,7 @@ def read_everything(lines, folder, files=True):
     json.dumps(snap, allow_nan=False)  # the page's JSON and tm replay --json
     summary_line(snap)
     p = core_passport.build(snap, version="0")
-    core_passport.markdown(p)
+    passport_md.markdown(p)
     core_passport.flat(p)
     points = list(iter_points(lines, p))  # tm export's series (csv, mlflow, wandb)
     list(wandb.rows(points))

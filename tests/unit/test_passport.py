@@ -11,7 +11,7 @@ import pytest
 from conftest import Clock
 
 from trainmeter._version import __version__
-from trainmeter.core import passport, records
+from trainmeter.core import passport, passport_md, records
 from trainmeter.core.engine import Engine, replay
 from trainmeter.exports import passport_files
 from trainmeter.supervisor.live import Live
@@ -70,7 +70,7 @@ def test_unknown_figures_are_null_with_a_reason_and_never_filled_in():
     assert all(v is None for v in p["flops_per_token"].values())
     assert p["mfu"]["value"] is None
     assert p["unknown"]["mfu.value"] == "no dense peak is known for cpu; declare one with --peak"
-    md = passport.markdown(p)
+    md = passport_md.markdown(p)
     assert "unknown (no run_end record in the log" in md
     assert "unknown (not measured: it comes from the GPUs' NVML energy counter" in md
     assert "n/a" not in md and "None" not in md
@@ -86,7 +86,7 @@ def test_an_attached_run_says_no_agent_was_inside_where_an_agent_figure_is_missi
 
 
 def test_every_flops_and_mfu_figure_names_its_convention_shown_one_first():
-    md = passport.markdown(passport.build(_snap()))
+    md = passport_md.markdown(passport.build(_snap()))
     rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
     for row in ("FLOPs spent", "FLOPs per token", "MFU"):
         named = re.findall(r"\[([a-z, ]+)\]", rows[row])  # "[hf]", "[megatron, titan]"
@@ -119,7 +119,7 @@ def test_a_convention_without_a_figure_names_exactly_the_fields_the_model_lacks(
 
 
 def test_markdown_keeps_a_name_from_training_code_inside_its_table_cell():
-    md = passport.markdown(passport.build(_snap()))
+    md = passport_md.markdown(passport.build(_snap()))
     assert "gpt\\|tiny" in md  # the pipe is escaped: the table keeps two columns
     rows = [line for line in md.splitlines() if line.startswith("|")]
     assert all(row.count("|") - row.count("\\|") == 3 for row in rows)  # two cells a row
@@ -160,7 +160,7 @@ def test_closing_a_run_writes_the_passport_that_replay_of_its_log_gives(tmp_path
     with open(folder / "run.jsonl", "rb") as f:
         assert written == passport.build(replay(f).snapshot(), version=__version__)
     assert written["tokens"] == 30 and written["flops_spent"]["hf"] == 30 * 5400  # 6 x 900
-    assert (folder / "passport.md").read_text() == passport.markdown(written)
+    assert (folder / "passport.md").read_text() == passport_md.markdown(written)
 
 
 def test_a_passport_that_cannot_be_written_is_noted_and_the_log_still_closes(
@@ -182,7 +182,7 @@ def test_a_passport_that_cannot_be_written_is_noted_and_the_log_still_closes(
 def test_a_one_rank_run_has_no_ranks_section():
     p = passport.build(_snap(ranks={"0": 10}))
     assert p["ranks"] is None
-    assert "## Ranks" not in passport.markdown(p)
+    assert "## Ranks" not in passport_md.markdown(p)
 
 
 def test_the_ranks_section_carries_each_ranks_own_figures_and_the_stragglers_cost_in_words():
@@ -206,7 +206,7 @@ def test_the_ranks_section_carries_each_ranks_own_figures_and_the_stragglers_cos
         p["ranks"]["by_rank"]["0"]["time_split"] is None
         and p["ranks"]["by_rank"]["0"]["rule"] is None
     )
-    md = passport.markdown(p)
+    md = passport_md.markdown(p)
     assert ("- rank 1 (flagged by arrival lag): the job waits 38.1 ms per step on it (12.7% of "
             f"step time); cause: {cause}") in md  # fmt: skip
     assert (
@@ -220,6 +220,6 @@ def test_the_ranks_section_carries_each_ranks_own_figures_and_the_stragglers_cos
 
 def test_no_straggler_and_not_evaluated_are_told_apart():
     both = {"ranks": {"0": 3, "1": 3}}
-    assert "Stragglers: none." in passport.markdown(passport.build(_snap(**both, stragglers=[])))
-    md = passport.markdown(passport.build(_snap(**both, stragglers=None)))
+    assert "Stragglers: none." in passport_md.markdown(passport.build(_snap(**both, stragglers=[])))
+    md = passport_md.markdown(passport.build(_snap(**both, stragglers=None)))
     assert "Stragglers: not evaluated" in md

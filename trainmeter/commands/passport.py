@@ -11,7 +11,7 @@ import json
 import sys
 
 from trainmeter.commands.args import Parser, run_arguments
-from trainmeter.core.passport import markdown
+from trainmeter.core.passport_md import markdown
 from trainmeter.exports import passport_files
 from trainmeter.supervisor.store import find_run
 

@@ -27,7 +27,8 @@ import time
 from itertools import islice
 from pathlib import Path
 
-from trainmeter.core.passport import flat, markdown
+from trainmeter.core.passport import flat
+from trainmeter.core.passport_md import markdown
 from trainmeter.exports import require
 from trainmeter.exports.run import RunData
 

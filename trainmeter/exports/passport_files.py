@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.core import passport
+from trainmeter.core import passport, passport_md
 from trainmeter.core.engine import replay
 
 PASSPORT_JSON = "passport.json"
@@ -28,7 +28,7 @@ def write(folder: Path, snap: dict[str, Any], version: str = __version__) -> dic
     """
     p = passport.build(snap, version=version)
     _replace(folder / PASSPORT_JSON, json.dumps(p, indent=2) + "\n")
-    _replace(folder / PASSPORT_MD, passport.markdown(p))
+    _replace(folder / PASSPORT_MD, passport_md.markdown(p))
     return p
 
 

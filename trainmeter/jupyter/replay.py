@@ -173,6 +173,6 @@ def passport_markdown(snapshot: dict[str, Any]) -> str:
     """The run's passport as Markdown (:mod:`trainmeter.core.passport`): model size, tokens,
     FLOPs under each named convention, GPU-hours, energy, hardware, MFU with its convention."""
     from trainmeter._version import __version__
-    from trainmeter.core import passport
+    from trainmeter.core import passport, passport_md
 
-    return passport.markdown(passport.build(snapshot, version=__version__))
+    return passport_md.markdown(passport.build(snapshot, version=__version__))
