@@ -376,10 +376,23 @@ def gpu_entry(
     on odd sample values: an impossible one becomes None with a reason.
     """
     sample = sample or {}
+    entry = _sanitized(device, sample, energy_j)
+    reasons = _sample_reasons(sample)
+    peak_reason = no_peak_reason or "no dense peak or memory bandwidth known for this device"
+    _derive(entry, reasons, _number(peak_flops), _number(peak_bw), peak_reason)
+    _explain(entry, reasons, device, sample)
+    return {key: entry[key] for key in GPU_KEYS}
+
+
+def _sample_reasons(sample: Mapping) -> dict[str, str]:
+    """The sample's own reasons for its missing fields (strings, whatever the sampler sent)."""
     given = sample.get("missing")
-    reasons: dict[str, str] = {}
-    if isinstance(given, Mapping):
-        reasons.update({str(k): str(v) for k, v in given.items()})
+    return {str(k): str(v) for k, v in given.items()} if isinstance(given, Mapping) else {}
+
+
+def _sanitized(device: Mapping, sample: Mapping, energy_j: float | None) -> dict:
+    """The measured fields, each a plausible value or None: activities in [0, 1], counts and
+    physical quantities finite and >= 0, a throttle mask an int >= 0 (named)."""
     entry: dict = {"index": device.get("index"), "name": device.get("name")}
     for key in _ACTIVITIES:
         entry[key] = _fraction(sample.get(key))
@@ -392,14 +405,19 @@ def gpu_entry(
     mask = sample.get("throttle_mask")
     ok_mask = isinstance(mask, int) and not isinstance(mask, bool) and mask >= 0
     entry["throttle"] = throttle_names(mask) if ok_mask else None
+    return entry
 
-    peak_reason = no_peak_reason or "no dense peak or memory bandwidth known for this device"
-    entry["ridge_point"] = ridge_point(_number(peak_flops), _number(peak_bw))
+
+def _derive(entry: dict, reasons: dict, peak_flops: float | None, peak_bw: float | None,
+            peak_reason: str) -> None:  # fmt: skip
+    """The derived fields (OFU, observed FLOP/s, DRAM bytes/s, ridge point, arithmetic
+    intensity) into ``entry``, and for each one left None, why, into ``reasons``."""
+    entry["ridge_point"] = ridge_point(peak_flops, peak_bw)
     entry["ofu"] = ofu(entry["tensor_active"])
     entry["observed_flops_per_s"] = entry["dram_bytes_per_s"] = None
-    if entry["tensor_active"] is not None and _number(peak_flops):
+    if entry["tensor_active"] is not None and peak_flops:
         entry["observed_flops_per_s"] = observed_flops(entry["tensor_active"], float(peak_flops))
-    if entry["dram_active"] is not None and _number(peak_bw):
+    if entry["dram_active"] is not None and peak_bw:
         entry["dram_bytes_per_s"] = dram_bytes_per_s(entry["dram_active"], float(peak_bw))
     for key, needs in (("ofu", "tensor_active"), ("observed_flops_per_s", "tensor_active"),
                        ("dram_bytes_per_s", "dram_active")):  # fmt: skip
@@ -421,6 +439,11 @@ def gpu_entry(
             flops, dram_bytes_per_s(entry["dram_active"], float(peak_bw))
         )
 
+
+def _explain(entry: dict, reasons: dict, device: Mapping, sample: Mapping) -> None:
+    """``entry["missing"]``: a reason for every None field, in this order: the sample's own or
+    a derivation's (already in ``reasons``), an invalid value the sample sent, the device's
+    static facts, a lost device, then "not sampled yet" / "not reported"."""
     for key in (*_ACTIVITIES, *_NUMBERS, "throttle_mask"):
         shown = "throttle" if key == "throttle_mask" else key
         if sample.get(key) is not None and entry[shown] is None:
@@ -442,7 +465,6 @@ def gpu_entry(
         if key != "missing" and entry.get(key) is None:
             reasons.setdefault(key, fallback)
     entry["missing"] = {k: v for k, v in reasons.items() if k in entry and entry[k] is None}
-    return {key: entry[key] for key in GPU_KEYS}
 
 
 HOST_KEYS = ("cpu_util", "mem_used_bytes", "mem_total_bytes", "rss_bytes", "missing")
