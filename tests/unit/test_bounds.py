@@ -255,6 +255,7 @@ def test_what_training_code_can_send_at_worst_stays_under_the_snapshot_bound(tmp
     assert size >= 0.5 * SNAPSHOT_BOUND  # and the bound is not loose by more than 2x
     assert len(snap["series"]) == E.MAX_SERIES and len(snap["ranks"]) == E.MAX_RANKS
     assert len(snap["hardware"]["gpus"]) == H.MAX_DEVICES
-    assert snap["step"] == 1 and snap["tokens"] == 0  # the clock moved by one, no tokens
+    # the clock moved by one; tokens: rank 0's ignored, the 1023 other kept ranks' own, 2 x 5
+    assert snap["step"] == 1 and snap["tokens"] == 1023 * 2 * 5
     # and a first (full) update, with every kept series, stays under the update bound
     assert _bytes(live.update(-1)) <= UPDATE_BOUND + _launch_bytes(snap)

@@ -104,17 +104,21 @@ def test_series_keep_last_value_and_ema_and_go_to_the_timeline():
     assert eng.timeline.full()["series"]["train_loss"] == [[3, 3], [4.0, 2.0]]
 
 
-def test_world_size_scales_tokens_from_rank_zero():
+def test_tokens_are_the_ranks_own_counts_and_unheard_ranks_the_mean_heard_one():
+    """docs/spec.md "Counts from every rank": rank 0 is the step clock, tokens are the sum of
+    every rank's own; ranks of the world not heard yet are estimated as the mean heard rank."""
     eng = Engine()
     _feed(
         eng,
         ("agent_hello", 1.0, {"pid": 1, "rank": 0, "world_size": 4}),
         ("step", 2.0, {"step": 1, "rank": 0, "tokens": 10}),
         ("step", 3.0, {"step": 2, "rank": 0, "tokens": 10}),
-        ("step", 3.1, {"step": 2, "rank": 1, "tokens": 10}),  # not the clock: counted per rank
+        ("step", 3.1, {"step": 2, "rank": 1, "tokens": 10}),  # not the clock: its own count
     )
     snap = eng.snapshot()
-    assert snap["tokens"] == 80  # 2 steps x 10 tokens x 4 ranks
+    assert snap["tokens"] == 60  # heard: 20 + 10 = 30 tokens from 2 ranks, x 4 / 2 = 60
+    assert snap["rank_counts"]["estimated_ranks"] == 2 and snap["rank_counts"]["rule"] == (
+        "sum+estimate")  # fmt: skip
     assert snap["step"] == 2
     assert snap["ranks"] == {"0": 2, "1": 1}
 
@@ -201,8 +205,9 @@ def test_gpus_are_per_process_devices_times_world_size():
     snap = eng.snapshot()
     assert snap["gpus"] == 4  # 1 device per process x world size 4
     assert snap["gpu_hours"] == pytest.approx(4 * 4.5 / 3600)  # newest record 104.5: 4.5 s
-    # tokens were counted at world 1 (before the hello); the rate is 80/3 tokens/s
-    assert snap["model_flops_per_s_per_gpu"]["titan"] == pytest.approx(80 / 3 * 6168 / 4)
+    # only rank 0 of the world of 4 has stepped (80/3 tokens/s of its own): the other 3 are
+    # estimated as it, so 4 x 80/3 tokens/s on 4 devices, 80/3 x 6168 FLOP/s per device
+    assert snap["model_flops_per_s_per_gpu"]["titan"] == pytest.approx(80 / 3 * 6168)
     # plan: 0.4 x 989.5e12 x 4 / 6168 = 256,679,636.8 tokens/s
     assert snap["plan"]["tokens_per_s"] == pytest.approx(0.4 * 989.5e12 * 4 / 6168)
     assert snap["plan"]["eta_s"] is None  # no budget
@@ -327,7 +332,8 @@ def test_notes_model_fields_and_counts_from_training_code_are_bounded():
     )
     snap = eng.snapshot()
     assert max(len(n) for n in snap["notes"]) <= MAX_NOTE
-    assert len(snap["model"]) == MAX_MODEL_FIELDS and len(snap["model"]["name"]) == MAX_NAME
+    # the record's fields bounded, and the engine's rule, rule_text and ranks (rank_models.py)
+    assert len(snap["model"]) == MAX_MODEL_FIELDS + 3 and len(snap["model"]["name"]) == MAX_NAME
     assert snap["flops_per_token"]["hf"] == 5400  # the shape fields are still there
     assert "extra37" in snap["model"] and "extra38" not in snap["model"]  # 10 known + 38
     # the bogus step advances the clock by one and its tokens are ignored
@@ -391,11 +397,14 @@ def test_a_counted_record_with_a_bad_not_counted_list_is_refused():
 
 
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
-def test_rank_0s_model_record_wins_whatever_order_the_ranks_send_in(order):
+def test_the_ranks_same_model_is_one_model_whatever_order_the_ranks_send_in(order):
+    """Every rank describes the same model (data parallel): the job's is the lowest rank's
+    record, rule "same", whatever order the records come in (core/rank_models.py)."""
     eng = _run()
     for rank in order:
-        _feed(eng, ("model", 105.0, {**MODEL, "rank": rank, "name": f"rank{rank}"}))
-    assert eng.snapshot()["model"]["name"] == "rank0"
+        _feed(eng, ("model", 105.0, {**MODEL, "rank": rank}))
+    model = eng.snapshot()["model"]
+    assert (model["rank"], model["rule"], model["ranks"], model["params"]) == (0, "same", 2, 1000)
 
 
 def test_flops_spent_integrate_the_attention_term_over_each_steps_length():

@@ -133,14 +133,18 @@ def test_the_merged_run_replays_as_the_whole_job(two_nodes):
     # tokens = what every rank of both nodes trained: 4 ranks x 10 steps x 100 (by hand)
     every_step = [r for f in (a, b) for r in _log(f) if r["k"] == "step"]
     assert snap["tokens"] == sum(r["tokens"] for r in every_step) == 4 * STEPS * TOKENS
-    assert snap["step"] == STEPS and node_a["tokens"] == 4000 and node_b["tokens"] == 0
+    assert snap["step"] == STEPS and node_a["tokens"] == 4000
+    # node B alone (ranks 2, 3 of 4; no rank 0): its own steps on its lowest rank's clock, and
+    # its 2 ranks' 2000 tokens with the 2 ranks it never heard estimated as them: 4000
+    assert node_b["step"] == STEPS and node_b["tokens"] == 4000
+    assert node_b["rank_counts"]["estimated_ranks"] == 2
     # both nodes' GPUs, renumbered; energy 2 x 50 J + 2 x 70 J (by hand), as the nodes sum
     gpus = snap["hardware"]["gpus"]
     assert [g["index"] for g in gpus] == [0, 1, 2, 3] and {g["name"] for g in gpus} == {H100}
     assert snap["energy_j"] == pytest.approx(240.0)
     assert snap["energy_j"] == pytest.approx(node_a["energy_j"] + node_b["energy_j"])
-    # rank 3 (node b, 1.3 s a step against 1 s) is a straggler only the merged run can see
-    assert snap["stragglers"] == [3] and node_a["stragglers"] == [] and node_b["stragglers"] is None
+    # rank 3 (node b, 1.3 s a step against 1 s): node b alone sees it too (its clock: rank 2)
+    assert snap["stragglers"] == [3] and node_a["stragglers"] == [] and node_b["stragglers"] == [3]
     assert snap["run"]["state"] == "finished" and snap["elapsed_s"] == pytest.approx(15.0)
     assert any(
         n.startswith("merge: merged from 2 node runs: node-a ranks 0-1") for n in snap["notes"]

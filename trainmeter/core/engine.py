@@ -21,9 +21,10 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from trainmeter.core import catalog, flops, metrics, peaks, plan
+from trainmeter.core import catalog, flops, metrics, peaks, plan, rank_models
 from trainmeter.core.drops import Drops, drop_text
 from trainmeter.core.hardware import HardwareState
+from trainmeter.core.rank_counts import RankCounts
 from trainmeter.core.ranks import Ranks
 from trainmeter.core.records import SPAN_KINDS
 from trainmeter.core.timeline import DEFAULT_CAP, Timeline
@@ -128,9 +129,12 @@ class Engine:
         self.opts: dict[str, Any] = {}
         self.agents: dict[int, dict[str, Any]] = {}
         self.world = 1  # the largest world size any agent reported
-        self.model: dict[str, Any] | None = None
+        self.model: dict[str, Any] | None = None  # the job's, combined from rank_models
+        self.rank_models: dict[int, dict[str, Any]] = {}  # rank -> its model record
         self.shape: flops.ModelShape | None = None
-        self.clock = _Clock()
+        self.clock = _Clock()  # rank 0's steps; tokens and samples: the job's (self.counts)
+        self.counts = RankCounts(MAX_RANKS, WINDOW_STEPS)  # every rank's own counts
+        self.clock_rank: int | None = None  # 0, or a node's lowest rank (_clock_rank)
         self.rank_clocks: dict[int, _RankClock] = {}
         self.series: dict[str, dict[str, Any]] = {}
         self.notes: deque[str] = deque(maxlen=MAX_NOTES)
@@ -243,11 +247,15 @@ class Engine:
             self.agents[rec["pid"]] = {k: _scalar(rec.get(k)) for k in keep}
 
     def _on_model(self, rec: dict) -> None:
-        """The model the agent found. Rank 0's wins (the step clock's rank): another rank's
-        is kept only until rank 0's arrives, whatever order the ranks' records come in."""
-        if rec.get("rank", 0) != 0 and self.model is not None and self.model.get("rank", 0) == 0:
+        """The model each rank's agent found, kept per rank (at most ``MAX_RANKS``; a rank's
+        newer record replaces its older), and the job's model combined from them by rule,
+        whatever order the ranks' records come in (core/rank_models.py: one model when the
+        ranks agree, the stages' sum when they differ; the rule in ``model.rule``)."""
+        rank = rec.get("rank", 0)
+        if rank not in self.rank_models and len(self.rank_models) >= MAX_RANKS:
             return
-        self.model = _bounded_model(rec)
+        self.rank_models[rank] = _bounded_model(rec)
+        self.model = rank_models.combine(self.rank_models)
         args = {k: v for k, v in self.model.items() if k in _SHAPE_FIELDS}
         try:
             self.shape = flops.ModelShape(**args)
@@ -271,16 +279,48 @@ class Engine:
         rc.last_t = t
         self.ranks.on_step(rank, rec["step"], t, rec.get("arr"), dt, first, self.agents,
                            rec.get("node"))  # fmt: skip
-        if rank != 0:
+        tokens, seq_sq, sq_tokens = self._own_counts(rank, rec, dt)  # every rank's own
+        if rank != self._clock_rank(rank):
             return
         if len(self.rank_clocks) > 1:
             self._check_stragglers()
-        c, world = self.clock, self.world
-        step, tokens, samples = rec["step"], rec.get("tokens"), rec.get("samples")
-        seq_sq = rec.get("seq_sq")
+        c, step = self.clock, rec["step"]
         if not 0 <= step < MAX_COUNT:  # validated ints: only the range is left to check
             self.bad_counts += 1
             step = c.step + 1
+        c.step = step
+        if c.last_t is None:
+            self.seg_first_t = t
+        elif t > c.last_t:
+            dt = t - c.last_t
+            c.timed_s += dt
+            self.span_inside_s += self.span_pending_s  # the spans since the previous step
+            self.span_pending_s = 0.0
+            c.timed_tokens += tokens
+            c.push(dt, tokens, seq_sq, sq_tokens)  # rank 0's own: its window's lengths
+            rate = self.counts.rate(self.world)  # the job's: every rank's own rate
+            if rate is not None:
+                self.timeline.append("tokens_per_s", c.step, rate)
+        c.last_t = t
+        if self.run["state"] == "idle":
+            self.run["state"] = "running"
+
+    def _clock_rank(self, rank: int) -> int:
+        """The step clock's rank: 0, or in a node's run without rank 0 (one supervisor per
+        node) the lowest rank that stepped, so that node shows its own steps; a lower rank's
+        first step takes the clock over (its next interval is untimed)."""
+        if self.clock_rank is None or rank < self.clock_rank:
+            if self.clock_rank is not None:
+                self.clock.last_t = None  # another rank's times: not one clock's intervals
+            self.clock_rank = rank
+        return self.clock_rank
+
+    def _own_counts(self, rank: int, rec: dict, dt: float | None) -> tuple[int, int, int]:
+        """A rank's step record's own tokens, samples and ``seq_sq`` (a count outside
+        [0, 2**53) is 0 and counted in ``bad_counts``) into the job's sums (core/rank_counts.py,
+        docs/spec.md "Counts from every rank"); returns (tokens, seq_sq, tokens that sent
+        seq_sq), 0 for what the record lacks."""
+        tokens, samples, seq_sq = rec.get("tokens"), rec.get("samples"), rec.get("seq_sq")
         if tokens is None or not 0 <= tokens < MAX_COUNT:
             self.bad_counts += tokens is not None
             tokens = 0
@@ -290,28 +330,14 @@ class Engine:
         if seq_sq is not None and not (tokens and 0 <= seq_sq < MAX_COUNT):
             self.bad_counts += not (0 <= seq_sq < MAX_COUNT)
             seq_sq = None
-        sq_tokens = tokens * world if seq_sq is not None else 0
-        seq_sq = seq_sq * world if seq_sq is not None else 0
-        c.step = step
-        c.tokens += tokens * world
-        c.samples += samples * world
-        c.seq_sq += seq_sq
+        sq_tokens = tokens if seq_sq is not None else 0
+        seq_sq = seq_sq or 0
+        c = self.clock
+        self.counts.add(rank, rec["t"], dt, tokens, samples)
+        c.tokens, c.samples = self.counts.job(self.world)
+        c.seq_sq += seq_sq  # the job's: the mean length over every rank's sequences
         c.seq_tokens += sq_tokens
-        if c.last_t is None:
-            self.seg_first_t = t
-        elif t > c.last_t:
-            dt = t - c.last_t
-            c.timed_s += dt
-            self.span_inside_s += self.span_pending_s  # the spans since the previous step
-            self.span_pending_s = 0.0
-            c.timed_tokens += tokens * world
-            c.push(dt, tokens * world, seq_sq, sq_tokens)
-            rate = metrics.throughput(c.recent_tokens, c.recent_s)
-            if rate is not None:
-                self.timeline.append("tokens_per_s", c.step, rate)
-        c.last_t = t
-        if self.run["state"] == "idle":
-            self.run["state"] = "running"
+        return tokens, seq_sq, sq_tokens
 
     def _on_span(self, rec: dict) -> None:
         """Spans inside segments: every rank's to its split (core/ranks.py); rank 0's per kind
@@ -456,8 +482,8 @@ class Engine:
         now = self.last_t if now is None else now
         c = self.clock
         recent_s = c.recent_s
-        rate = metrics.throughput(c.recent_tokens, recent_s)
-        rate_avg = metrics.throughput(c.timed_tokens, c.timed_s)
+        rate = self.counts.rate(self.world)  # the job's, from every rank's own counts
+        rate_avg = self.counts.rate_avg(self.world)
         convention = self.opts.get("convention") or flops.DEFAULT_CONVENTION
         # FLOPs per token at the token-weighted mean sequence length: of the run (FLOPs spent,
         # the run's MFU) and of the recent window (the MFU now); docs/spec.md "Snapshot"
@@ -529,6 +555,8 @@ class Engine:
             "flops_per_token_counted": _per_token(self.counted),
             "flops_counted": dict(self.counted) if self.counted is not None else None,
             "tokens_counting": self._tokens_counting(),
+            # rank_counts, rank_tokens (docs/spec.md "Counts from every rank")
+            **self.counts.snapshot(self._world(), 64),
             "plan": self._plan(peak, gpus, fpt.get(convention), budget, moving),
             "rank_step_time_s": {
                 str(r): rc.step_time_s() for r, rc in sorted(self.rank_clocks.items())
@@ -590,16 +618,22 @@ class Engine:
         return self.active_s + running
 
     def _gpus(self) -> int:
+        """Devices MFU divides by: the distinct devices the ranks use (core/rank_models.py
+        ``devices``: a CUDA device by host and index, a CPU rank one device of its own; docs/
+        spec.md "Counts from every rank"). Off CUDA: the ``gpus`` option when given, else 0
+        without a peak (no GPU hours for a CPU run); fake GPUs of a demonstration: theirs."""
         m = self.model or {}
         if m.get("device") != "cuda":
             if (self.hw.fake or self._attached() is not None) and self.hw.whole_gpus():
                 return self.hw.whole_gpus()  # a demonstration run on fake GPUs
-            declared = _positive(self.opts.get("gpus")) or 0  # a declared peak on CPU: one
-            return int(min(declared, MAX_RANKS))
-        per_process = m.get("gpus")
-        if not (isinstance(per_process, int) and 1 <= per_process <= MAX_RANKS):
-            per_process = 1
-        return per_process * self._world()
+            declared = _positive(self.opts.get("gpus"))
+            if declared is not None:  # told otherwise
+                return int(min(declared, MAX_RANKS))
+            if self._peak() is None:
+                return 0
+        hosts = {a["rank"]: a["host"] for a in self.agents.values()
+                 if isinstance(a.get("rank"), int) and isinstance(a.get("host"), str)}  # fmt: skip
+        return min(rank_models.devices(self.rank_models, hosts, self._world()), MAX_RANKS)
 
     def _peak(self) -> peaks.ResolvedPeak | None:
         return peaks.resolve_peak(self._device(), self._dtype(), self._declared_peak())
