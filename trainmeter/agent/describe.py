@@ -20,8 +20,10 @@ from trainmeter.core.hfconfig import read as read_config
 # Wrappers that hold the user's model in an attribute and add no parameters of their own:
 # DistributedDataParallel and DataParallel (``module``), torch.compile's OptimizedModule
 # (``_orig_mod``). FSDP keeps ``module`` too, but its parameters are flattened shards.
+# FSDP1 (FullyShardedDataParallel) keeps ``module`` too; its parameters are flat shards, counted
+# whole from the flat parameters' metadata (:func:`_flat_counts`).
 _WRAPPED = (("DistributedDataParallel", "module"), ("DataParallel", "module"),
-            ("OptimizedModule", "_orig_mod"))  # fmt: skip
+            ("OptimizedModule", "_orig_mod"), ("FullyShardedDataParallel", "module"))  # fmt: skip
 
 
 def unwrap(model):
@@ -50,8 +52,9 @@ def describe(torch, model, seq_len: int | None) -> dict[str, Any]:
         ``context`` (the configured maximum sequence length).
     """
     nn = torch.nn
+    flat_total, managed = _flat_counts(model)
     model = unwrap(model)
-    params = {id(p): p for p in model.parameters()}  # tied weights counted once
+    params = {id(p): p for p in model.parameters() if id(p) not in managed}  # tied: once
     embeddings = [m for m in model.modules() if isinstance(m, nn.Embedding)]
     config = read_config(getattr(model, "config", None))
     cfg = config.values
@@ -63,9 +66,9 @@ def describe(torch, model, seq_len: int | None) -> dict[str, Any]:
     layers = cfg.get("layers") or _longest_module_list(model, nn)
     out: dict[str, Any] = {
         "name": type(model).__name__,
-        "params": sum(p.numel() for p in params.values()),
-        "embedding_params": sum(m.weight.numel() for m in {id(e): e for e in embeddings}.values()),
-        "token_embedding_params": token_emb.weight.numel() if token_emb is not None else 0,
+        "params": flat_total + sum(p.numel() for p in params.values()),
+        "embedding_params": sum(_rows(m) for m in {id(e): e for e in embeddings}.values()),
+        "token_embedding_params": _rows(token_emb) if token_emb is not None else 0,
         "layers": layers,
         "width": width,
         "heads": cfg.get("heads") or _heads(model),
@@ -81,7 +84,32 @@ def describe(torch, model, seq_len: int | None) -> dict[str, Any]:
     ffn, gated = _mlp(_projections(scope, nn), width, out["vocab"], layers, blocks is None)
     out["ffn"] = cfg.get("ffn") or ffn
     out["gated_mlp"] = config.gated if config.gated is not None else gated
+    if managed:
+        out["sharding"] = "fsdp1"  # counted whole: every rank describes the same model
     return out
+
+
+def _flat_counts(model) -> tuple[int, set[int]]:
+    """FSDP1's flat parameters under ``model``: the unsharded parameters' total (each flat
+    parameter's ``_numels``, the original parameters' sizes without padding; a shared one
+    appears once, torch/distributed/fsdp/_flat_param.py) and the ids of what they cover (the
+    flat parameters, and the original parameters they view with ``use_orig_params=True``),
+    whose local shard sizes are not counted. Metadata only: no tensor value, no sync."""
+    total, managed = 0, set()
+    for m in model.modules():
+        flat = getattr(getattr(m, "_handle", None), "flat_param", None)
+        numels = getattr(flat, "_numels", None)
+        if numels is None or id(flat) in managed:
+            continue
+        managed.add(id(flat))
+        managed.update(id(p) for p in (getattr(flat, "_params", None) or []))
+        total += sum(int(n) for n in numels)
+    return total, managed
+
+
+def _rows(emb) -> int:
+    """An embedding's parameters from its sizes (its weight may be a flat parameter's shard)."""
+    return emb.num_embeddings * emb.embedding_dim
 
 
 def _token_embedding(embeddings: list, vocab: int | None):

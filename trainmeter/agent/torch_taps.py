@@ -480,6 +480,8 @@ class TorchTaps:
         first = next(root.parameters(), None)
         device = first.device if first is not None else None
         fields["device"] = device.type if device is not None else "cpu"
+        if device is not None and device.index is not None:  # a device is (host, type, index)
+            fields["device_index"] = device.index
         fields["dtype"] = str(first.dtype).removeprefix("torch.") if first is not None else None
         fields["run_dtype"] = self._run_dtype(first, fields["device"])
         fields["torch"] = self.torch.__version__
