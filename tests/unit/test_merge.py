@@ -138,6 +138,9 @@ def test_the_merged_run_replays_as_the_whole_job(two_nodes):
     # its 2 ranks' 2000 tokens with the 2 ranks it never heard estimated as them: 4000
     assert node_b["step"] == STEPS and node_b["tokens"] == 4000
     assert node_b["rank_counts"]["estimated_ranks"] == 2
+    # every rank labelled with its node in the merged run (its records' node), none alone
+    labels = snap["rank_nodes"]
+    assert labels["0"] == labels["1"] != labels["2"] == labels["3"] and node_a["rank_nodes"] is None
     # both nodes' GPUs, renumbered; energy 2 x 50 J + 2 x 70 J (by hand), as the nodes sum
     gpus = snap["hardware"]["gpus"]
     assert [g["index"] for g in gpus] == [0, 1, 2, 3] and {g["name"] for g in gpus} == {H100}

@@ -333,7 +333,7 @@ class Engine:
         sq_tokens = tokens if seq_sq is not None else 0
         seq_sq = seq_sq or 0
         c = self.clock
-        self.counts.add(rank, rec["t"], dt, tokens, samples)
+        self.counts.add(rank, rec["t"], dt, tokens, samples, rec.get("node"))
         c.tokens, c.samples = self.counts.job(self.world)
         c.seq_sq += seq_sq  # the job's: the mean length over every rank's sequences
         c.seq_tokens += sq_tokens

@@ -30,6 +30,7 @@ class _Own:
     tokens: int = 0
     samples: int = 0
     last_t: float = 0.0  # its newest step's time
+    node: str | None = None  # a merged log's node label (``tm merge``)
     timed_tokens: int = 0  # tokens of its timed steps (a previous step in the same segment)
     timed_s: float = 0.0
     timed: int = 0  # its timed steps
@@ -57,9 +58,11 @@ class RankCounts:
         self.samples = 0
         self.newest_t: float | None = None
 
-    def add(self, rank: int, t: float, dt: float | None, tokens: int, samples: int) -> None:
+    def add(self, rank: int, t: float, dt: float | None, tokens: int, samples: int,
+            node: str | None = None) -> None:  # fmt: skip
         """One step record of ``rank`` at ``t`` (s), ``dt`` its timed interval (s) or None,
-        with its own ``tokens`` and ``samples`` (validated counts >= 0)."""
+        with its own ``tokens`` and ``samples`` (validated counts >= 0) and ``node`` (a
+        merged log's node label, else None)."""
         own = self.own.get(rank)
         if own is None:
             if len(self.own) >= self.max_ranks:
@@ -70,6 +73,8 @@ class RankCounts:
         self.tokens += tokens
         self.samples += samples
         own.last_t = t
+        if isinstance(node, str):
+            own.node = node[:200]
         if self.newest_t is None or t > self.newest_t:
             self.newest_t = t
         if dt is None:
@@ -121,8 +126,9 @@ class RankCounts:
         return math.fsum(rates) * self._scale(world) if rates else None
 
     def snapshot(self, world: int, detail: int) -> dict:
-        """The snapshot's ``rank_counts`` (how the job's counts were made) and ``rank_tokens``
-        ({rank: its own tokens}, the lowest ``detail`` ranks; null with one rank)."""
+        """The snapshot's ``rank_counts`` (how the job's counts were made), ``rank_tokens``
+        ({rank: its own tokens}, the lowest ``detail`` ranks; null with one rank) and
+        ``rank_nodes`` ({rank: node label}, the same ranks; null when no record names one)."""
         heard = len(self.own)
         estimated = max(0, world - heard) if heard else 0
         rule = "sum" if not estimated else "sum+estimate"
@@ -130,9 +136,12 @@ class RankCounts:
         if estimated:
             text += (f"; {estimated} rank(s) of the world of {world} not heard here (another "
                      "node's) are estimated as the mean heard rank")  # fmt: skip
-        per_rank = None
+        per_rank = nodes = None
+        shown = sorted(self.own)[:detail]
         if heard > 1:
-            per_rank = {str(r): self.own[r].tokens for r in sorted(self.own)[:detail]}
+            per_rank = {str(r): self.own[r].tokens for r in shown}
+        if any(self.own[r].node is not None for r in shown):
+            nodes = {str(r): self.own[r].node for r in shown}
         return {
             "rank_counts": {
                 "rule": rule,
@@ -142,4 +151,5 @@ class RankCounts:
                 "text": text,
             },
             "rank_tokens": per_rank,
+            "rank_nodes": nodes,
         }
