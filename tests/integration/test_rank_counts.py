@@ -101,3 +101,31 @@ def test_sharded_models_are_described_whole_on_every_rank(tmp_path, how):
         assert (d["layers"], d["width"], d["vocab"]) == (2, 32, 64)
     assert sum(d["local"] for d in got) < 2 * PARAMS  # sharded: each rank holds a part
     assert got[0]["local"] < PARAMS  # the local shard is not the whole model
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_cpu_ddp_ranks_with_a_declared_peak_are_one_device_each(workdir, world):
+    """tests/zoo/ddp_gloo.py under torchrun and ``tm --peak``: devices = the world size, the
+    tokens are the ranks' own (the ZOO line's all-reduced sum), and MFU per device is the
+    job's model FLOP/s / world / peak."""
+    import sys
+
+    from conftest import ROOT, run_tm
+
+    zoo = ROOT / "tests" / "zoo" / "ddp_gloo.py"
+    args = ["-q", "--peak", "1e12", "--", sys.executable, "-m", "torch.distributed.run",
+            f"--nproc_per_node={world}", str(zoo)]  # fmt: skip
+    done = run_tm(args, workdir, timeout=300)
+    assert done.returncode == 0, done.stderr
+    zoo_line = next(ln for ln in done.stdout.splitlines() if ln.startswith("ZOO "))
+    counts = json.loads(zoo_line[4:])
+    snap = json.loads(run_tm(["replay", "--json"], workdir).stdout)
+    assert snap["gpus"] == world
+    assert snap["tokens"] == counts["tokens"] == 64 * 16  # every sample once: 64 x 16 ids
+    assert snap["rank_counts"]["rule"] == "sum" and snap["model"]["rule"] == "same"
+    assert snap["model"]["params"] == counts["params"]
+    # by hand: MFU = tokens/s x FLOPs/token / (world x 1e12), the per-device FLOP/s over peak
+    c = "hf"  # 6 x non-embedding parameters: the tiny model has no heads for titan
+    total = snap["tokens_per_s"] * snap["flops_per_token"][c]
+    assert snap["model_flops_per_s"][c] == pytest.approx(total)
+    assert snap["mfu"][c] == pytest.approx(total / world / 1e12)
