@@ -26,6 +26,8 @@ const port = process.env.TM_UI_JUPYTER_PORT;
 export default defineConfig({
   ...baseConfig,
   testDir: here,
+  // scripts/readme_picture.sh runs only readme.picture.ts (the README's picture); the tests, the rest
+  testMatch: process.env.TM_UI_README ? /readme\.picture\.ts$/ : /.*\.spec\.ts$/,
   outputDir: path.join(here, 'test-results'),
   reporter: [
     ['list'],

@@ -20,6 +20,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 cp "$repo"/tests/ui/notebooks/*.ipynb "$root"/
+if [ -n "${TM_UI_README:-}" ]; then  # scripts/readme_picture.sh: the quickstart as a user runs it
+  cp "$repo"/notebooks/quickstart.ipynb "$root"/
+  cp -r "$repo"/examples "$tmp"/examples  # the quickstart imports ../examples/train_gpt.py
+fi
 export TM_UI_ROOT_DIR=$root TM_UI_SCRATCH=$tmp/scratch TM_UI_REPO=$repo
 log=$repo/tests/ui/jupyter.log
 "$repo/.venv/bin/jupyter" lab --config "$repo/tests/ui/jupyter_server_config.py" >"$log" 2>&1 &

@@ -468,3 +468,18 @@ def test_the_same_note_from_every_rank_is_kept_once():
     eng.apply({"v": 1, "k": "note", "t": 9.0, "source": "trainmeter", "text": "another"})
     assert list(eng.notes) == [
         "trainmeter: step clock: the optimizer was freed", "trainmeter: another"]  # fmt: skip
+
+
+def test_a_series_without_a_role_gets_the_catalogs_once_per_name():
+    """emit() sends no role: the engine gives each series the catalog's (core/catalog.py), so
+    the loss chart, which draws by role, draws an emitted train_loss; a tap's role is kept."""
+    eng = Engine()
+    for i, (name, role) in enumerate([("train_loss", None), ("loss_scale", None),
+                                      ("val/loss", None), ("my_loss", "train_loss")]):  # fmt: skip
+        rec = {"v": 1, "k": "series", "t": 1.0 + i, "name": name, "value": 1.0, "step": 1}
+        eng.apply({**rec, "role": role} if role else rec)
+    series = eng.snapshot()["series"]
+    assert series["train_loss"]["role"] == "train_loss"
+    assert series["val/loss"]["role"] == "val_loss"
+    assert "role" not in series["loss_scale"]  # the catalog gives it none
+    assert series["my_loss"]["role"] == "train_loss"  # the tap's, though the catalog has none

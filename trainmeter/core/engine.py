@@ -401,6 +401,8 @@ class Engine:
         ema = metrics.ema(prev["ema"] if prev else None, value, EMA_BETA)
         self.series[name] = {"step": step, "value": value, "ema": ema}
         role = rec.get("role")  # "train_loss" / "val_loss" from the tracker taps' catalog
+        if role is None:  # emit() and older logs: the catalog's, once per name
+            role = prev.get("role") if prev else catalog.role(name)
         if role in ("train_loss", "val_loss"):
             self.series[name]["role"] = role
         self.timeline.append(name, step, value)
