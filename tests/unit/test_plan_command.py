@@ -1,5 +1,5 @@
-"""``tm plan`` (trainmeter/commands/plan.py through trainmeter/cli.py): what it prints, its JSON, its
-one-line errors, and that it writes nothing. Figures are the hand-derived ones of
+"""``tm plan`` (trainmeter/commands/plan.py through trainmeter/cli.py): what it prints, its JSON,
+its one-line errors, and that it writes nothing. Figures are the hand-derived ones of
 tests/unit/test_plan.py."""
 
 import json
