@@ -323,6 +323,11 @@ def analyze_matmul(child: dict, log: list[dict], snap: dict, r: dict, peak: floa
         "dram_active": _mean(s.get("dram_active") for s in inside),
         "gpu_util": _mean(s.get("gpu_util") for s in inside),
         "ofu_flops": mean_tensor * peak if mean_tensor is not None and peak else None,
+        "sm_clock_mhz": _mean(s.get("sm_clock_mhz") for s in inside),
+        # the highest SM clock of the run (the boost clock an idle GPU shows as work starts)
+        "sm_clock_max_mhz": max(
+            (s["sm_clock_mhz"] for s in samples if s.get("sm_clock_mhz")), default=None
+        ),
         "energy_j": e_j,
         "energy_s": e_s,
         "energy_power_w": e_j / e_s if e_j is not None and e_s else None,
@@ -400,6 +405,58 @@ def analyze_gpt(log: list[dict], snap: dict, r: dict) -> dict:
     }
 
 
+PROBE = r"""
+import json, sys
+from trainmeter.sources import NvmlBackend
+
+def mapped():
+    with open("/proc/self/maps") as f:
+        return "libcuda.so" in f.read()
+
+class Spy:
+    # pynvml with a look at this process's maps after every nvml* call
+    def __init__(self, module):
+        self.module, self.first = module, None
+
+    def __getattr__(self, name):
+        fn = getattr(self.module, name)
+        if not (callable(fn) and name.startswith("nvml")):
+            return fn
+
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if self.first is None and mapped():
+                    self.first = name
+        return call
+
+import pynvml, time
+before = mapped()
+spy = Spy(pynvml)
+backend = NvmlBackend(spy)
+backend.devices()
+for _ in range(3):
+    backend.sample()
+    time.sleep(0.15)
+sampler = spy.first
+backend.system()  # tm doctor's facts: not asked by the sampler
+print(json.dumps({"before": before, "sampler": sampler, "doctor": spy.first}))
+backend.close()
+"""
+
+
+def libcuda_probe() -> dict:
+    """Which NVML call, if any, maps libcuda into a process that only samples (the sampler's
+    calls, then ``system()``'s): {before, sampler, doctor} (function names or None)."""
+    try:
+        out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                             env=_env(), timeout=60)  # fmt: skip
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except Exception as err:  # a diagnostic only
+        return {"error": f"{type(err).__name__}: {err}"}
+
+
 LOSS_CHILD = ROOT / "benchmarks" / "loss_on_device.py"
 LOSS_STEPS = 200
 LOSS_TIMEOUT_S = 120.0
@@ -420,37 +477,49 @@ def analyze_loss(stdout: str, stderr: str, log: list[dict]) -> dict:
     if not printed:
         return {"error": "the loop printed no LOSSES line"}
     expected = json.loads(printed[0].split(" ", 1)[1])
-    warned = [ln for ln in stderr.splitlines() if "[trainmeter]" in ln]
-    got = [(rec["step"], rec["value"]) for rec in log
-           if rec["k"] == "series" and rec["name"] == "backward_loss"]  # fmt: skip
-    values = [v for _, v in sorted(got)]
-    pairs = zip(values, expected, strict=False)  # unequal lengths: "recorded" says so
+    # trainmeter's lines on stderr other than its start line ("[trainmeter] run ID ...")
+    warned = [ln for ln in stderr.splitlines()
+              if "[trainmeter]" in ln and not ln.startswith("[trainmeter] run ")]  # fmt: skip
+    got = {rec["step"]: rec["value"] for rec in log
+           if rec["k"] == "series" and rec["name"] == "backward_loss"}  # fmt: skip
+    missing = [i for i in range(1, len(expected) + 1) if i not in got]
+    differ = [i for i, v in got.items() if not 1 <= i <= len(expected) or v != expected[i - 1]]
+    dropped = [rec.get("counts") for rec in log if rec["k"] == "dropped"]
     return {
         "steps": len(expected),
-        "recorded": len(values),
-        "equal": values == expected,
-        "first_mismatch": next((i for i, (a, b) in enumerate(pairs) if a != b), None),
+        "recorded": len(got),
+        "missing_steps": missing,
+        "differ_steps": sorted(differ),
+        "equal": not missing and not differ,
+        "dropped": dropped[-1] if dropped else None,  # the agent's last cumulative counts
         "warnings": warned,
-        "ok": values == expected and not warned,
+        "ok": not missing and not differ and not warned,
     }
 
 
 # --- the table --------------------------------------------------------------------------------
 
 
-def context_verdict(m: dict) -> str:
+def context_verdict(m: dict, nvml_maps: str | None = None) -> str:
+    """PASS when tm is no compute process and libcuda is not mapped in it, or is mapped by an
+    NVML call itself (``nvml_maps``: the first one after which it was, from :func:`libcuda_probe`:
+    the driver's library loads libcuda to answer, which makes no context)."""
     child, tm = m["child"]["pid"], m["tm_pid"]
     seen = set(m["nvml_pids"]) | set(m["smi_pids"] or [])
     cuda = m["libcuda_in_tm"]
     maps = (
         "libcuda not mapped in tm"
         if cuda is False
+        else f"libcuda mapped in tm by NVML's own {nvml_maps}, no context"
+        if cuda and nvml_maps
         else "libcuda MAPPED in tm"
         if cuda
         else "tm's maps unreadable"
     )
-    if tm in seen or cuda:
+    if tm in seen:
         return f"FAIL: tm pid {tm} holds a CUDA context ({maps}; compute pids {sorted(seen)})"
+    if cuda and not nvml_maps:
+        return f"FAIL: {maps}, and no NVML call maps it (compute pids {sorted(seen)})"
     if child not in seen:
         return (
             f"inconclusive by pid: NVML lists {sorted(seen)}, not the child {child} (another "
@@ -543,7 +612,15 @@ def table(r: dict) -> list[str]:
                 f"loop: {', '.join(m['throttle_loop']) or 'none'}; idle: "
                 f"{', '.join(m['throttle_idle']) or 'none'}",
             ),
-            ("no CUDA context in tm", context_verdict(m)),
+            (
+                "SM clock (matmul)",
+                f"{_fmt(m.get('sm_clock_mhz'))} MHz in the loop, highest of the run "
+                f"{_fmt(m.get('sm_clock_max_mhz'))} MHz; OFU-derived x loop/highest clock "
+                f"{_fmt(_clocked(m) and _clocked(m) / 1e12, 4)} TFLOP/s, measured / that "
+                f"{_fmt(_clocked(m) and c['tflops'] * 1e12 / _clocked(m))}",
+            ),
+            ("no CUDA context in tm", context_verdict(m, _probe_fn(r))),
+            ("libcuda probe (NVML calls)", _probe_text(r.get("libcuda_probe") or {})),
         ]
     g = r.get("gpt", {})
     if "error" in g:
@@ -572,9 +649,34 @@ def _loss_text(m: dict) -> str:
     if not m:
         return "not run"
     verdict = "OK" if m["ok"] else "FAILED"
+    differ = m["differ_steps"]
     return (f"{verdict}: {m['recorded']} of {m['steps']} steps recorded, values "
-            f"{'equal' if m['equal'] else 'differ at ' + str(m['first_mismatch'])}, under "
+            f"{'differ at steps ' + str(differ[:5]) if differ else 'equal where recorded'}, "
+            f"missing {_steps_text(m['missing_steps'])}, dropped {m['dropped'] or 'none'}, under "
             f"sync debug mode 'error'; trainmeter warnings: {len(m['warnings'])}")  # fmt: skip
+
+
+def _clocked(m: dict) -> float | None:
+    """The OFU-derived FLOP/s scaled by the loop's SM clock over the run's highest."""
+    clk, idle, ofu = m.get("sm_clock_mhz"), m.get("sm_clock_max_mhz"), m.get("ofu_flops")
+    return ofu * clk / idle if ofu and clk and idle else None
+
+
+def _probe_fn(r: dict) -> str | None:
+    p = r.get("libcuda_probe") or {}
+    return p.get("sampler")
+
+
+def _probe_text(p: dict) -> str:
+    if "error" in p:
+        return p["error"]
+    return (f"mapped before NVML: {p.get('before')}; first sampler call that maps it: "
+            f"{p.get('sampler') or 'none'}; after system() (tm doctor): "
+            f"{p.get('doctor') or 'none'}")  # fmt: skip
+
+
+def _steps_text(steps: list[int]) -> str:
+    return f"{len(steps)} ({steps[:8]}{' ...' if len(steps) > 8 else ''})" if steps else "none"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -606,6 +708,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     print(f"gpu_check: {result['static']['name']}; about 3 minutes", file=sys.stderr, flush=True)
+    result["libcuda_probe"] = libcuda_probe()
     try:
         result["gpm_rule"] = gpm_rule()
     except Exception as err:

@@ -78,6 +78,10 @@ class StandInSender:
         self.reader = QueueReader(0)
         self.max_items, self.on_stop = None, None
         self.steps, self.spans, self.records = [], [], []
+        self.drops: dict[str, int] = {}  # reason -> count, as Sender.count keeps them
+
+    def count(self, reason, n=1):
+        self.drops[reason] = self.drops.get(reason, 0) + n
 
     def set_counter(self, tensor_type, int_dtypes, count_call, on_stop):
         self.reader.tensor, self.reader.ints = tensor_type, int_dtypes

@@ -155,6 +155,37 @@ def test_a_full_ring_copies_nothing_more_and_counts_it():
     assert all(ring.read(s) is backward.PENDING for s in slots[:2])
 
 
+def test_a_device_loss_not_copied_is_counted_in_the_runs_dropped_record():
+    """The tap counts each refusal with the sender (the run's ``dropped`` record), by reason:
+    a full ring, and a CUDA graph capture."""
+    agent = StandInAgent()
+    tap = backward.BackwardTap(agent, _Torch())
+    tap.ring = DeviceRing(tap.torch, slots=1)
+    _Event.done = False
+    cuda = torch.zeros((), device="meta")  # not on the CPU; its type says "meta", not "cuda"
+    assert tap.device_slot(cuda) is None and agent.sender.drops == {}  # only CUDA is copied
+    x = _FakeCuda(torch.tensor(2.0))
+    assert tap.device_slot(x) is not None  # the one slot
+    assert tap.device_slot(x) is None and tap.device_slot(x) is None
+    assert agent.sender.drops == {backward.RING_FULL: 2}
+    tap.torch.cuda.is_current_stream_capturing = staticmethod(lambda: True)
+    assert tap.device_slot(x) is None
+    assert agent.sender.drops == {backward.RING_FULL: 2, backward.IN_CAPTURE: 1}
+
+
+class _FakeCuda:
+    """A one-element tensor that says it lives on a CUDA device (copy_ sees the real one)."""
+
+    def __init__(self, t):
+        self.t, self.dtype, self.device = t, t.dtype, torch.device("cuda", 0)
+
+    def numel(self):
+        return 1
+
+    def detach(self):
+        return self.t
+
+
 # -- real loops, in process --------------------------------------------------------------------
 @pytest.fixture
 def taps(fresh_guard):
@@ -267,5 +298,22 @@ def test_a_replaced_optimizer_hands_the_clock_to_the_next_one(taps):
         opt.zero_grad()
     steps, _ = taps.agent.sender.counts()
     assert [s for s, _, _ in steps] == [1, 2, 3, 4, 5, 6]
-    assert any("the optimizer that clocked the steps was freed" in n["text"]
-               for n in taps.agent.notes())  # fmt: skip
+    notes = [n["text"] for n in taps.agent.notes()]
+    assert (
+        "step clock: the optimizer that clocked steps 1-3 was freed; another clocks them "
+        "from step 4 on" in notes
+    )
+
+
+def test_an_optimizer_freed_with_no_other_after_it_says_nothing(taps):
+    """A script's main() returns and frees its optimizer before the agent's exit: no note
+    (gpu_check's loss loop on an H200 showed one at every such exit)."""
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        _loss(model, torch.randint(0, 10, (2, 5))).backward()
+        opt.step()
+    del opt
+    taps.finish()
+    assert [s for s, _, _ in taps.agent.sender.counts()[0]] == [1, 2, 3]
+    assert not any("freed" in n["text"] for n in taps.agent.notes())

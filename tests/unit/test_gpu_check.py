@@ -99,6 +99,11 @@ def test_the_context_verdict_fails_or_says_inconclusive(tmp_path):
     assert gc.context_verdict(base).startswith("PASS")
     assert gc.context_verdict({**base, "nvml_pids": [10, 20]}).startswith("FAIL")
     assert gc.context_verdict({**base, "libcuda_in_tm": True}).startswith("FAIL")
+    # mapped by NVML's own call (the H200's driver does this): no context, a PASS that says so
+    by_nvml = gc.context_verdict({**base, "libcuda_in_tm": True}, "nvmlDeviceGetHandleByIndex")
+    assert by_nvml.startswith("PASS") and "by NVML's own nvmlDeviceGetHandleByIndex" in by_nvml
+    tm_ctx = {**base, "nvml_pids": [base["tm_pid"], 4242], "libcuda_in_tm": True}
+    assert gc.context_verdict(tm_ctx, "nvmlInit_v2").startswith("FAIL")  # a context all the same
     assert gc.context_verdict({**base, "nvml_pids": [77]}).startswith("inconclusive")
 
 
@@ -127,9 +132,15 @@ def test_the_device_loss_check_passes_only_on_every_value_equal_and_no_warning()
     assert ok["ok"] and ok["recorded"] == ok["steps"] == 3
     assert gc._loss_text(ok).startswith("OK: 3 of 3 steps recorded, values equal")
     short = gc.analyze_loss(printed, "", _loss_log([0.5, 0.25]))  # the last copy never read
-    assert not short["ok"] and short["recorded"] == 2
+    assert not short["ok"] and short["recorded"] == 2 and short["missing_steps"] == [3]
+    gap = [r for r in _loss_log([0.5, 0.25, 0.125]) if r["step"] != 2]  # a step in the middle
+    holed = gc.analyze_loss(printed, "", gap)
+    assert holed["missing_steps"] == [2] and holed["differ_steps"] == []  # compared by step
+    assert "missing 1 ([2])" in gc._loss_text(holed)
     off = gc.analyze_loss(printed, "", _loss_log([0.5, 0.3, 0.125]))
-    assert not off["ok"] and off["first_mismatch"] == 1
+    assert not off["ok"] and off["differ_steps"] == [2]
+    start = "[trainmeter] run 20261204-163955-3b18 · python3 loss_on_device.py · log x\n"
+    assert gc.analyze_loss(printed, start, _loss_log([0.5, 0.25, 0.125]))["ok"]  # no warning
     warned = "[trainmeter] backward tap stopped after an internal error: RuntimeError: sync\n"
     bad = gc.analyze_loss(printed, warned, _loss_log([0.5, 0.25, 0.125]))
     assert not bad["ok"] and gc._loss_text(bad).startswith("FAILED")

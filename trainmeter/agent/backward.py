@@ -61,7 +61,12 @@ LOSS_SERIES = "backward_loss"
 # a shorter loop with no optimizer is clocked when it ends (or its notebook cell does)
 FALLBACK_CALLS = 256
 FALLBACK_S = 60.0
-SLOTS = 64  # pinned host slots for device losses (reused once read)
+# pinned host slots for device losses, reused once read: the sender frees them at each flush
+# (every 0.1 s), so 4096 cover 40,000 steps/s (16 KiB of pinned memory a dtype). 64 lost 14 of
+# 200 steps of a 1,500 steps/s loop on an H200 (benchmarks/gpu_check.py, the loss check)
+SLOTS = 4096
+RING_FULL = "loss not read: every pinned slot in flight"
+IN_CAPTURE = "loss not read: CUDA graph capture"
 STEP_BEGIN = ("step_begin",)  # an optimizer step with a closure begins (its pre-hook)
 SCALER_STEP = ("scaler_step",)  # GradScaler.step begins ...
 SCALER_DONE = ("scaler_done",)  # ... and returns
@@ -84,6 +89,7 @@ class BackwardTap:
     def __init__(self, agent, torch) -> None:
         self.torch = torch
         self.put = agent.sender.put_step
+        self.count = agent.sender.count  # a device loss not copied: counted, never silent
         self.calls = 0  # backward calls seen (the training thread counts them)
         self.watching = True  # no optimizer step yet: may backward() be the clock?
         self.first_t: float | None = None  # the first backward call's time (s since epoch)
@@ -205,7 +211,10 @@ class BackwardTap:
             return None
         if self.ring is None:
             self.ring = DeviceRing(self.torch)
-        return self.ring.copy(x)
+        slot = self.ring.copy(x)
+        if slot is None:
+            self.count(IN_CAPTURE if self.ring.capturing else RING_FULL)
+        return slot
 
 
 def _many_ranks(torch) -> bool:
@@ -270,8 +279,9 @@ class DeviceRing:
 
     Args:
         torch: the user's torch (CUDA is already initialized: the loss lives there).
-        slots: how many copies may be in flight; when all are, a loss is not copied (counted
-            in ``dropped``).
+        slots: how many copies may be in flight; when all are, or while a CUDA graph is
+            captured (``capturing``), a loss is not copied (counted in ``dropped``; the tap
+            counts it in the run's ``dropped`` record too).
     """
 
     def __init__(self, torch, slots: int = SLOTS) -> None:
@@ -281,11 +291,13 @@ class DeviceRing:
         self.buffers: dict = {}  # dtype -> pinned host tensor of `slots` elements
         self.slots = slots
         self.dropped = 0
+        self.capturing = False  # the last refusal was a graph capture (else: no free slot)
 
     def copy(self, x):
         """Queue ``x``'s value into a free slot: ``(ring, index, dtype)``, or None."""
         cuda = self.torch.cuda
-        if cuda.is_current_stream_capturing() or not self.free:
+        self.capturing = cuda.is_current_stream_capturing()
+        if self.capturing or not self.free:
             self.dropped += 1
             return None
         buffer = self.buffers.get(x.dtype)

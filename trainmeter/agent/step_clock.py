@@ -101,12 +101,14 @@ class StepClock:
         self._once = False  # a one-shot method from at_next_step is waiting
         self._first = None  # the method that takes over from the hook, until it has run
         self._gone = None  # weakref.finalize on the clock optimizer (_clock_gone)
+        self._freed_at: int | None = None  # steps taken when the clock optimizer was freed
 
     # -- start / stop (never called from inside an optimizer step) ------------------------------
     def watch(self) -> None:
         """The next optimizer to step becomes the clock (a run or a notebook cell begins)."""
         self._uninstall()
         self.clock_id = None
+        self._freed_at = None
         self._seen = 0
         self._decided = False
         self.others_outside = set()
@@ -134,6 +136,12 @@ class StepClock:
         if taps.off or not taps.agent.armed:
             return
         if self.clock_id is None:
+            if self._freed_at is not None:  # said only now: a freed one at exit is no news
+                n = self._freed_at
+                text = (f"step clock: the optimizer that clocked steps 1-{n} was freed; "
+                        f"another clocks them from step {n + 1} on")  # fmt: skip
+                taps.agent.put("note", source="trainmeter", text=text)
+                self._freed_at = None
             counts = taps.first_step(optimizer, args, kwargs)
             self.clock_id = id(optimizer)
             self._seen = 1
@@ -259,9 +267,7 @@ class StepClock:
                 door = self.taps.door
                 self._hook = door.add("optimizer_post", self._on_step, NAME,
                                       on_fail=self.taps.quiet)  # fmt: skip
-            text = ("step clock: the optimizer that clocked the steps was freed; the next "
-                    "optimizer to step clocks them from here, counting on")  # fmt: skip
-            self.taps.agent.put("note", source="trainmeter", text=text)
+            self._freed_at = steps_taken(self.taps.agent.steps)  # noted if another steps
         except Exception as exc:
             self.taps.quiet()
             guard.failed(NAME, exc)
