@@ -248,6 +248,16 @@ export function gpuField(gpu, field) {
   return missing(NOT_MEASURED);
 }
 
+/**
+ * A GPU card's title: "GPU 2 · NVIDIA H100 80GB HBM3", and in a merged run (tm merge), whose GPUs
+ * are renumbered across nodes, the GPU's node and its index there: "GPU 2 (node-b GPU 0) · ...".
+ */
+export function gpuTitle(gpu) {
+  if (!isObj(gpu)) return "GPU";
+  const node = str(gpu.node) ? ` (${gpu.node}${isNum(gpu.node_index) ? ` GPU ${gpu.node_index}` : ""})` : "";
+  return `GPU ${gpu.index}${node}${str(gpu.name) ? ` · ${gpu.name}` : ""}`;
+}
+
 /** The GPUs of a hardware sample, in index order; [] when there is none. */
 export function gpusOf(hardware) {
   if (!isObj(hardware) || !Array.isArray(hardware.gpus)) return [];

@@ -6,7 +6,7 @@
 // newer"), never a zero. With no sample at all, one plain line says the sampler is not running.
 
 import { createChart } from "../charts.js";
-import { gpuField, gpusOf, hardwareWhy, isObj, LADDER, NOT_MEASURED, str } from "../derive.js";
+import { gpuField, gpusOf, gpuTitle, hardwareWhy, isObj, LADDER, NOT_MEASURED, str } from "../derive.js";
 import { el, setReason, setText } from "../dom.js";
 import { bytes, isNum, kwh, NA, percent, si } from "../format.js";
 import { align } from "../state.js";
@@ -44,7 +44,7 @@ export function createHardware() {
       return;
     }
     const gpus = gpusOf(hw);
-    const key = gpus.map((g) => `${g.index}:${str(g.name)}`).join("|");
+    const key = gpus.map((g) => `${g.index}:${str(g.name)}:${str(g.node)}`).join("|");
     if (key !== cardsKey) {
       cardsKey = key;
       rebuild(gpus);
@@ -180,7 +180,7 @@ function createGpuCard(initialTheme) {
   return {
     el: root,
     update(gpu, store, historyChanged) {
-      setText(title, `GPU ${gpu.index}${str(gpu.name) ? ` · ${gpu.name}` : ""}`);
+      setText(title, gpuTitle(gpu));
       for (const r of rows) {
         const item = gpuField(gpu, r.field);
         const known = item.value !== null;

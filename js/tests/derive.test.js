@@ -6,6 +6,7 @@ import {
   costOverlay,
   fptMissingWhy,
   gpuField,
+  gpuTitle,
   HOW_TO_BUDGET,
   mfuChartWhy,
   mfuFigure,
@@ -146,6 +147,13 @@ test("a GPU field the device cannot report says why, never zero", () => {
   assert.deepEqual(gpuField(gpu, "energy_j"), { value: null, why: "not supported by this driver" });
   assert.deepEqual(gpuField(gpu, "power_w"), { value: null, why: "not measured yet" });
   assert.deepEqual(gpuField(null, "power_w"), { value: null, why: "not measured yet" });
+});
+
+test("a merged run's GPU card names the GPU's node and its index there", () => {
+  const h100 = "NVIDIA H100 80GB HBM3";
+  assert.equal(gpuTitle({ index: 0, name: h100, node: null, node_index: null }), `GPU 0 · ${h100}`);
+  assert.equal(gpuTitle({ index: 2, name: h100, node: "node-b", node_index: 0 }), `GPU 2 (node-b GPU 0) · ${h100}`);
+  assert.equal(gpuTitle({ index: 3, node: "node-b" }), "GPU 3 (node-b)");
 });
 
 test("a reason splits into a headline and the rest", () => {

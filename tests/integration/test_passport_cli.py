@@ -100,7 +100,8 @@ def test_passport_json_figures_match_a_hand_computation(tmp_path, capsys):
     # energy: GPU 0 went 1000 -> 5000 mJ (4 J), GPU 1 1000 -> 3000 mJ (2 J)
     assert p["energy_j"] == pytest.approx(6.0) and p["energy_kwh"] == pytest.approx(6 / 3.6e6)
     assert p["hardware"] == {"device": "NVIDIA H100 80GB HBM3", "count": 2,
-                             "devices": [H100["name"]] * 2, "backend": "nvml"}  # fmt: skip
+                             "devices": [H100["name"]] * 2, "device_nodes": None,
+                             "backend": "nvml"}  # fmt: skip
     assert p["dtype"] == "bf16" and p["peak"]["source"] == "declared"
     assert p["trainmeter_version"] == "0.1.0"
 

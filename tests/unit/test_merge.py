@@ -11,7 +11,7 @@ import pytest
 from conftest import Clock
 
 from trainmeter.commands import merge
-from trainmeter.core import records
+from trainmeter.core import passport, passport_md, records
 from trainmeter.core.engine import replay
 from trainmeter.supervisor import store
 from trainmeter.supervisor.live import Live
@@ -60,21 +60,26 @@ def test_a_node_folder_carries_the_host_and_once_known_the_rank_range():
 # -- two simulated nodes --------------------------------------------------------------------
 
 
-def _devices(t):
+def _devices(t, backend="fake:h100x2"):
     devs = [{"index": i, "name": H100, "mem_total_bytes": 80 << 30, "mig": False} for i in (0, 1)]
-    return records.make("gpu_devices", t, backend="fake:h100x2", devices=devs, reason=None)
+    return records.make("gpu_devices", t, backend=backend, devices=devs, reason=None)
 
 
-def _sample(t, joules):
+def _sample(t, joules, procs=None):
     gpus = [{"index": i, "time_s": t, "gpu_util": 0.9, "power_w": 500.0,
              "energy_mj": int(joules * 1000)} for i in (0, 1)]  # fmt: skip
+    for gpu, mem in zip(gpus, procs or [], strict=False):  # {pid: bytes} per GPU, as NVML's
+        gpu["process_mem_bytes"] = mem
     return records.make("gpu", t, gpus=gpus, host=None)
 
 
-def _node(root, monkeypatch, host, node_rank, ranks, *, job="4242", slow=(), joules=50.0):
-    """One node's run through ``Live``: ``ranks`` of a world of 4, STEPS steps each of TOKENS
-    tokens (a rank in ``slow`` takes 1.3 s a step, the others 1 s), two fake GPUs that use
-    ``joules`` each. Returns the closed run's folder."""
+def _node(root, monkeypatch, host, node_rank, ranks, *, job="4242", slow=(), joules=50.0,
+          pids=None, procs=None, extra=(), backend="fake:h100x2"):  # fmt: skip
+    """One node's run through ``Live``: ``ranks`` of a world of 4 (rank r's process: pid
+    ``pids[i]``, default 100 + r), STEPS steps each of TOKENS tokens (a rank in ``slow``
+    takes 1.3 s a step, the others 1 s), two GPUs that use ``joules`` each (``procs``: each
+    GPU's processes' memory; a fake backend's processes all count, NVML's only the agents');
+    ``extra`` records too. Returns the closed run's folder."""
     monkeypatch.setattr(socket, "gethostname", lambda: host)
     if job is not None:
         monkeypatch.setenv("SLURM_JOB_ID", job)
@@ -83,13 +88,15 @@ def _node(root, monkeypatch, host, node_rank, ranks, *, job="4242", slow=(), jou
     clock = Clock(T0)
     live = Live(root, clock=clock)
     live.open_run("pretrain", ["train.py"], {})
-    recs = [records.make("agent_hello", T0, pid=100 + r, rank=r, world_size=4) for r in ranks]
-    recs += [_devices(T0), _sample(T0 + 0.5, 1000.0)]
+    pids = pids or [100 + r for r in ranks]
+    recs = [records.make("agent_hello", T0, pid=p, rank=r, world_size=4)
+            for r, p in zip(ranks, pids, strict=True)]  # fmt: skip
+    recs += [_devices(T0, backend), _sample(T0 + 0.5, 1000.0, procs), *extra]
     for r in ranks:
         dt = 1.3 if r in slow else 1.0
         recs += [records.make("step", T0 + n * dt, step=n, rank=r, tokens=TOKENS)
                  for n in range(1, STEPS + 1)]  # fmt: skip
-    recs.append(_sample(T0 + 14.0, 1000.0 + joules))
+    recs.append(_sample(T0 + 14.0, 1000.0 + joules, procs))
     live.ingest(sorted(recs, key=lambda rec: rec["t"]))  # as a supervisor receives them
     clock.t = T0 + 15.0
     snap = live.close_run("ok", 0)
@@ -144,6 +151,10 @@ def test_the_merged_run_replays_as_the_whole_job(two_nodes):
     # both nodes' GPUs, renumbered; energy 2 x 50 J + 2 x 70 J (by hand), as the nodes sum
     gpus = snap["hardware"]["gpus"]
     assert [g["index"] for g in gpus] == [0, 1, 2, 3] and {g["name"] for g in gpus} == {H100}
+    # each GPU says which node it is on and its index there; a node's own run: null
+    assert [(g["node"], g["node_index"]) for g in gpus] == [
+        ("node-a", 0), ("node-a", 1), ("node-b", 0), ("node-b", 1)]  # fmt: skip
+    assert {(g["node"], g["node_index"]) for g in node_b["hardware"]["gpus"]} == {(None, None)}
     assert snap["energy_j"] == pytest.approx(240.0)
     assert snap["energy_j"] == pytest.approx(node_a["energy_j"] + node_b["energy_j"])
     # rank 3 (node b, 1.3 s a step against 1 s): node b alone sees it too (its clock: rank 2)
@@ -175,6 +186,54 @@ def test_merged_records_keep_rank_order_per_node_and_label_hardware_by_node(two_
     samples = [g for r in log if r["k"] == "gpu" for g in r["gpus"]]
     assert {(g["node"], g["index"]) for g in samples} == {
         ("node-a", 0), ("node-a", 1), ("node-b", 2), ("node-b", 3)}  # fmt: skip
+
+
+def test_the_merged_runs_passport_lists_each_gpus_node(two_nodes):
+    _, a, b = two_nodes
+    out, _ = merge.merge([a, b])
+    p = passport.build(_replay(out))
+    assert p["hardware"]["devices"] == [H100] * 4
+    assert p["hardware"]["device_nodes"] == ["node-a", "node-a", "node-b", "node-b"]
+    assert "GPUs by node: node-a 2, node-b 2" in passport_md.markdown(p)
+    assert passport.build(_replay(a))["hardware"]["device_nodes"] is None  # one node's own
+
+
+def test_processes_of_two_nodes_that_share_a_pid_stay_apart(tmp_path, monkeypatch):
+    """Pids are per host: rank 0 (node-a) and rank 2 (node-b) are both pid 100, and pid 101 is
+    rank 1 on node-a but someone else's process on node-b. Per (node, pid), by hand:
+
+    - agents: 4 hellos, 4 agents (by pid alone, 3);
+    - GPU memory of the training processes: node-a GPU 0 pid 100 = 3 GiB, GPU 1 pid 101 =
+      3 GiB; node-b GPU 0 pid 100 = 5 GiB, GPU 1 pid 102 = 5 GiB, its pid 101 (1 GiB) not
+      training (by pid alone, node-b's GPU 1 would read 6 GiB);
+    - drops: each node's pid-100 agent dropped 3 and 4 records: 7 (by pid alone the later
+      record would replace the earlier: 4).
+    """
+    gib = 2**30
+    root = tmp_path / ".trainmeter"
+
+    def dropped(n):
+        return records.make("dropped", T0 + 1, source="agent", counts={"queue full": n},
+                            pid=100, rank=None)  # fmt: skip
+
+    a = _node(root, monkeypatch, "node-a", 0, [0, 1], pids=[100, 101], backend="nvml",
+              procs=[{"100": 3 * gib}, {"101": 3 * gib}], extra=[dropped(3)])  # fmt: skip
+    b = _node(root, monkeypatch, "node-b", 1, [2, 3], pids=[100, 102], backend="nvml",
+              procs=[{"100": 5 * gib}, {"102": 5 * gib, "101": gib}],
+              extra=[dropped(4)])  # fmt: skip
+    out, _ = merge.merge([a, b])
+    eng = replay(out / "run.jsonl")
+    assert sorted(eng.agents) == [("node-a", 100), ("node-a", 101), ("node-b", 100),
+                                  ("node-b", 102)]  # fmt: skip
+    assert sorted(eng.agent_pids()) == [100, 100, 101, 102]
+    snap = eng.snapshot()
+    mem = [(g["node"], g["node_index"], g["train_mem_bytes"]) for g in snap["hardware"]["gpus"]]
+    assert mem == [("node-a", 0, 3 * gib), ("node-a", 1, 3 * gib), ("node-b", 0, 5 * gib),
+                   ("node-b", 1, 5 * gib)]  # fmt: skip
+    assert snap["dropped"] == {"total": 7, "by": {"queue full (agent)": 7}}
+    # each node's own run reads the same (its pids, its GPUs)
+    assert [g["train_mem_bytes"] for g in _replay(b)["hardware"]["gpus"]] == [5 * gib, 5 * gib]
+    assert _replay(b)["dropped"]["total"] == 4
 
 
 def test_runs_of_different_jobs_are_refused_unless_forced(tmp_path, monkeypatch):

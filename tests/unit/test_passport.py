@@ -52,7 +52,8 @@ def test_known_figures_pass_through_with_units_changed_only():
                                           "embeddings": 0.3}}  # fmt: skip
     assert p["trainmeter_version"] == "0.1.0" and p["written_by"] == "9.9"
     # no device named anywhere (the declared peak's "unknown" is no name): null, with why
-    assert p["hardware"] == {"device": None, "count": 2, "devices": [], "backend": None}
+    assert p["hardware"] == {"device": None, "count": 2, "devices": [], "device_nodes": None,
+                             "backend": None}  # fmt: skip
     assert p["unknown"]["hardware.device"] == "the agent and the GPU sampler named no device"
 
 

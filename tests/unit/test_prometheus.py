@@ -133,6 +133,23 @@ def test_gpu_samples_are_in_base_units_with_gpu_and_name_labels():
     assert _get(s, "trainmeter_training_resident_memory_bytes") == 4e9
 
 
+def test_a_merged_runs_gpus_carry_their_own_node_and_their_index_there():
+    """A merged run (tm merge) renumbers GPUs: node-b's GPU 0 is the run's GPU 2. Its samples
+    are labelled as node-b's own tm labelled them live (node "node-b", gpu "0"), so the two
+    series line up; the run's other samples keep the supervisor's node label."""
+    gpus = [_gpu(0, node="node-a", node_index=0, power_w=500.0),
+            _gpu(2, node="node-b", node_index=0, power_w=650.0)]  # fmt: skip
+    snap = {**SNAP, "hardware": {**SNAP["hardware"], "gpus": gpus, "lost": [2]}}
+    s = _scrape(snap)
+    assert _get(s, "trainmeter_gpu_power_watts", node="node-a", gpu="0", gpu_name=H100) == 500.0
+    assert _get(s, "trainmeter_gpu_power_watts", node="node-b", gpu="0", gpu_name=H100) == 650.0
+    assert _get(s, "trainmeter_gpu_lost", node="node-b", gpu="0", gpu_name=H100) == 1
+    assert _get(s, "trainmeter_gpu_lost", node="node-a", gpu="0", gpu_name=H100) == 0
+    power = [dict(k[1]) for k in s if k[0] == "trainmeter_gpu_power_watts"]
+    assert len(power) == 2 and not [p for p in power if p["node"] == "gpu-017"]
+    assert _get(s, "trainmeter_step") == 120  # the run's own figures: the supervisor's node
+
+
 def test_ranks_have_steps_step_time_and_the_straggler_flag():
     s = _scrape(SNAP)
     assert _get(s, "trainmeter_rank_steps_total", rank="1") == 118

@@ -127,7 +127,8 @@ class Engine:
     def __init__(self, timeline_cap: int = DEFAULT_CAP) -> None:
         self.run: dict[str, Any] = {"state": "idle", "segment": 0}
         self.opts: dict[str, Any] = {}
-        self.agents: dict[int, dict[str, Any]] = {}
+        # (node, pid) -> the agent's hello fields: pids repeat across a merged log's nodes
+        self.agents: dict[tuple[str | None, int], dict[str, Any]] = {}
         self.world = 1  # the largest world size any agent reported
         self.model: dict[str, Any] | None = None  # the job's, combined from rank_models
         self.rank_models: dict[int, dict[str, Any]] = {}  # rank -> its model record
@@ -242,9 +243,10 @@ class Engine:
         world = rec["world_size"]
         if 1 <= world <= MAX_RANK + 1:
             self.world = max(self.world, world)
-        if rec["pid"] in self.agents or len(self.agents) < MAX_RANKS:
+        key = (node_of(rec), rec["pid"])  # two nodes' processes may share a pid
+        if key in self.agents or len(self.agents) < MAX_RANKS:
             keep = ("pid", "rank", "world_size", "host", "python", "torch")
-            self.agents[rec["pid"]] = {k: _scalar(rec.get(k)) for k in keep}
+            self.agents[key] = {**{k: _scalar(rec.get(k)) for k in keep}, "node": key[0]}
 
     def _on_model(self, rec: dict) -> None:
         """The model each rank's agent found, kept per rank (at most ``MAX_RANKS``; a rank's
@@ -665,10 +667,16 @@ class Engine:
         return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
 
     def _train_pids(self) -> list:
-        """The training processes: the agents' pids; an attached run's process tree."""
+        """The training processes: the agents' (node, pid) pairs (a merged log's pids repeat
+        across nodes, so a pid counts only on its own node's GPUs); an attached run's process
+        tree (its pids)."""
         if self._attached() is not None and self.process is not None:
             return list(self.process.get("pids") or [])
         return list(self.agents)
+
+    def agent_pids(self) -> list[int]:
+        """The pids of the agents that said hello (the live supervisor's training processes)."""
+        return [a["pid"] for a in self.agents.values()]
 
     def _series_out(self) -> dict[str, dict]:
         """The series as the snapshot shows them: ``backward_loss`` is ``superseded`` (kept,
@@ -766,6 +774,13 @@ def unclosed_text(t: float) -> str:
     except (OverflowError, OSError, ValueError):  # a time beyond what the C library takes
         hms = "an unknown time"
     return f"ended without a close (supervisor stopped at {hms})"
+
+
+def node_of(rec: dict[str, Any]) -> str | None:
+    """A record's ``node``: the node label ``tm merge`` adds to each record of a merged log
+    (at most ``MAX_NAME`` characters), else None (a node's own run)."""
+    node = rec.get("node")
+    return clip(node, MAX_NAME) if isinstance(node, str) else None
 
 
 def _one_or_more(value: Any) -> float | None:

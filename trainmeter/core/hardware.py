@@ -31,6 +31,7 @@ MAX_BACKEND = 64
 MAX_REASON = 200  # one `missing` reason
 MAX_REASON_KEY = 40
 MAX_REASONS = 28  # `missing` entries per device (one per field at most)
+MAX_NODE = 200  # characters of a merged run's node label (a host name, -<position> added)
 
 
 def _clip(text: Any, limit: int) -> str:
@@ -55,6 +56,26 @@ def _keep_last(last: dict[str, Any], now: dict[str, Any], missing: dict) -> dict
     kept.update(lost=True, time_s=now.get("time_s", kept.get("time_s")))
     reasons = {k: v for k, v in missing.items() if kept.get(k) is None}
     return {**kept, "missing": reasons}
+
+
+def _node_of(device: dict[str, Any]) -> tuple[str | None, int | None]:
+    """A device's node label (printable ASCII, at most ``MAX_NODE`` characters) and its index
+    on that node, as ``tm merge`` writes them; (None, None) in a node's own run."""
+    node, index = device.get("node"), device.get("node_index")
+    if not isinstance(node, str):
+        return None, None
+    ok = isinstance(index, int) and not isinstance(index, bool) and 0 <= index < 2**31
+    return _clip(node, MAX_NODE), index if ok else None
+
+
+def _processes(pids) -> set[tuple[str | None, str]]:
+    """The training processes as (node, pid text): a bare pid is a node's own run's (node
+    None); a ``(node, pid)`` pair keeps its node. Process keys in a sample are strings (JSON)."""
+    out = set()
+    for p in pids:
+        node, pid = p if isinstance(p, tuple) and len(p) == 2 else (None, p)
+        out.add((node if isinstance(node, str) else None, str(pid)))
+    return out
 
 
 class HardwareState:
@@ -131,14 +152,17 @@ class HardwareState:
             self.host = {**host, "missing": _reasons(host.get("missing"))}
         return points
 
-    def _train_mem(self, entry: dict[str, Any], pids) -> int | None:
-        """GPU memory of the training processes on this GPU, bytes (None: not reported)."""
+    def _train_mem(self, entry: dict[str, Any], wanted: set | None, node) -> int | None:
+        """GPU memory of the training processes on this GPU, bytes (None: not reported).
+        ``wanted``: the training processes as (node, pid text) pairs (None: every process);
+        ``node``: this GPU's node (None: a node's own run). A pid counts only on its own
+        node's GPUs (pids repeat across a merged log's nodes)."""
         procs = (self.samples.get(entry["index"]) or {}).get("process_mem_bytes")
         if not isinstance(procs, dict) or not procs:
             entry["missing"]["train_mem_bytes"] = "per-process GPU memory not reported by NVML"
             return None
-        wanted = None if self.fake or pids is None else {str(p) for p in pids}
-        sizes = [v for k, v in procs.items() if (wanted is None or str(k) in wanted)
+        node = node if isinstance(node, str) else None
+        sizes = [v for k, v in procs.items() if (wanted is None or (node, str(k)) in wanted)
                  and isinstance(v, int) and not isinstance(v, bool) and v >= 0]  # fmt: skip
         if not sizes:
             entry["missing"]["train_mem_bytes"] = "no training process on this GPU"
@@ -166,9 +190,12 @@ class HardwareState:
     ) -> dict[str, Any] | None:
         """The snapshot's ``hardware`` (docs/spec.md); None before the sampler reported.
 
-        ``pids``: the training processes (the agents' pids); each GPU entry's
-        ``train_mem_bytes`` sums their GPU memory where NVML reports it per process (a fake
-        backend's processes all count: its pids are made up).
+        ``pids``: the training processes, each a pid (a node's own run) or a ``(node, pid)``
+        pair (the engine's agents: a merged log's pids repeat across nodes); each GPU entry's
+        ``train_mem_bytes`` sums their GPU memory where NVML reports it per process, a pair's
+        only on the GPUs of its node (a fake backend's processes all count: its pids are made
+        up). Each entry has ``node`` and ``node_index``: in a merged run (``tm merge``) the
+        GPU's node label and its index on that node, else None.
         """
         if self.backend is None:
             return None
@@ -181,8 +208,10 @@ class HardwareState:
             declared_peak=declared_peak,
             energy_j=energy,
         )
-        for entry in hw["gpus"]:
-            entry["train_mem_bytes"] = self._train_mem(entry, pids)
+        wanted = None if self.fake or pids is None else _processes(pids)
+        for entry, device in zip(hw["gpus"], self.devices, strict=True):
+            entry["node"], entry["node_index"] = _node_of(device)
+            entry["train_mem_bytes"] = self._train_mem(entry, wanted, device.get("node"))
         hw["units"] = {**counters.UNITS, "train_mem_bytes": "bytes"}
         hw["backend"] = self.backend
         hw["reason"] = self.reason

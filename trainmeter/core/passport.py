@@ -236,7 +236,10 @@ def _hardware(snap: dict, why: dict[str, str]) -> dict[str, Any]:
     """Hardware (device name, count, the sampler's devices), GPU-hours, energy, dtype, peak."""
     hw = _dict(snap.get("hardware"))
     gpus = snap.get("gpus")
-    devices = [str(g.get("name")) for g in hw.get("gpus") or [] if isinstance(g, dict)]
+    sampled = [g for g in hw.get("gpus") or [] if isinstance(g, dict)]
+    devices = [str(g.get("name")) for g in sampled]
+    # a merged run's GPUs each name their node (tm merge); a node's own run: null
+    nodes = [g.get("node") if isinstance(g.get("node"), str) else None for g in sampled]
     unnamed = "the agent and the GPU sampler named no device"
     device = _known(_device_name(snap), why, "hardware.device", unnamed)
     no_gpus = (
@@ -270,6 +273,7 @@ def _hardware(snap: dict, why: dict[str, str]) -> dict[str, Any]:
             "device": device,
             "count": gpus,
             "devices": devices,
+            "device_nodes": nodes if any(n is not None for n in nodes) else None,
             "backend": hw.get("backend"),
         },
         "dtype": _known(dtype, why, "dtype", "not seen by the agent; declare it with --dtype"),

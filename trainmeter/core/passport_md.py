@@ -223,6 +223,12 @@ def _hardware_md(p: dict, why: dict) -> str:
         text += " (0 GPUs counted)"
     if hw.get("backend"):
         text += f" · counters: {hw['backend']}"
+    nodes = hw.get("device_nodes")
+    if isinstance(nodes, list) and any(isinstance(n, str) for n in nodes):
+        per = {}  # a merged run: its GPUs per node, in the order listed
+        for n in nodes:
+            per[n] = per.get(n, 0) + 1
+        text += " · GPUs by node: " + ", ".join(f"{n} {k}" for n, k in per.items())
     return text
 
 

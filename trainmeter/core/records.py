@@ -80,8 +80,8 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     # supervisor sampler: one reading of every GPU and of the host (core/hardware.py)
     "gpu": {"gpus": (list,), "host": (dict, type(None))},
     # what one place (`source`: an agent's queue, the socket, the supervisor, the disk) has
-    # dropped so far, by reason: cumulative counts, the newest per (source, pid) replaces the
-    # earlier ones (docs/reliability.md)
+    # dropped so far, by reason: cumulative counts, the newest per (node, source, pid) replaces
+    # the earlier ones (node: a merged log's, core/drops.py; docs/reliability.md)
     "dropped": {"source": (str,), "counts": (dict,), "pid": _OPT_INT, "rank": _OPT_INT},
 }
 

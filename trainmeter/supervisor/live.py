@@ -269,7 +269,7 @@ class Live:
     def agent_pids(self) -> list[int]:
         """Pids of the agents that said hello in this run (the training processes)."""
         with self.cond:
-            return list(self.engine.agents) if self.engine is not None else []
+            return self.engine.agent_pids() if self.engine is not None else []
 
     def info(self) -> dict[str, Any]:
         with self.cond:

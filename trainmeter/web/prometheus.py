@@ -11,15 +11,16 @@ consistent snapshot taken under the supervisor's lock.
 Names follow Prometheus's conventions (https://prometheus.io/docs/practices/naming/): prefix
 ``trainmeter_``, base units as suffixes (``_seconds``, ``_bytes``, ``_joules``, ``_watts``,
 ``_hertz``; a 0..1 fraction is ``_ratio``), counters end in ``_total``. Every sample has a
-``node`` label (the supervisor's hostname); per-GPU families add ``gpu`` (the NVML index) and
+``node`` label (the supervisor's hostname; on a merged run's GPU samples, the GPU's own node,
+with ``gpu`` its index on that node); per-GPU families add ``gpu`` (the NVML index) and
 ``gpu_name``, per-rank families ``rank``, FLOPs and MFU families ``convention`` (the
 named-convention invariant). A figure the snapshot does not have (null) is left out, never exported
 as 0.
 
-Job-wide figures (step, tokens, tokens/s, FLOPs, MFU, the time split) come from rank 0's step
-clock scaled by the world size (docs/spec.md "Snapshot"), so only the supervisor that sees rank 0
-exports them; every node exports its ranks' step counts and times and its GPUs and host. Thus a
-PromQL ``sum`` over nodes counts the job once (docs/prometheus.md).
+Job-wide figures (step, tokens, tokens/s, FLOPs, MFU, the time split) are the job's as rank
+0's supervisor sees them (docs/spec.md "Counts from every rank"), so only the supervisor that
+sees rank 0 exports them; every node exports its ranks' step counts and times and its GPUs and
+host. Thus a PromQL ``sum`` over nodes counts the job once (docs/prometheus.md).
 """
 
 from __future__ import annotations
@@ -175,16 +176,18 @@ class _Families:
 
     def add(self, name: str, help_: str, value: Any, kind: str = "gauge", /, **labels: str) -> None:
         """One sample of ``trainmeter_<name>`` (a counter's name gets ``_total``); skipped
-        when ``value`` is not a finite number."""
+        when ``value`` is not a finite number. A ``node`` label given here replaces this
+        supervisor's (a merged run's GPU is labelled with its own node)."""
         x = _number(value)
         if x is None:
             return
+        node = labels.pop("node", None) or self.node
         fam = self.families.get(name)
         if fam is None:
             core = self._core
             cls = core.CounterMetricFamily if kind == "counter" else core.GaugeMetricFamily
             fam = self.families[name] = cls(PREFIX + name, help_, labels=["node", *labels])
-        fam.add_metric([self.node, *labels.values()], x)
+        fam.add_metric([node, *labels.values()], x)
 
     def info(self, name: str, help_: str, values: dict[str, str]) -> None:
         fam = self._core.InfoMetricFamily(PREFIX + name, help_, labels=["node"])
@@ -211,7 +214,7 @@ def _by_convention(out: _Families, name: str, help_: str, values: Any, kind="gau
 def _clock_families(out: _Families, snap: Mapping) -> None:
     """Job-wide figures of rank 0's step clock (docs/spec.md "Snapshot")."""
     out.add("step", "rank 0's optimizer step (the step clock)", snap.get("step"))
-    out.add("tokens", "tokens trained, all ranks (rank 0's x world size)", snap.get("tokens"),
+    out.add("tokens", "tokens trained, all ranks (each rank's own, summed)", snap.get("tokens"),
             "counter")  # fmt: skip
     out.add("samples", "samples trained, all ranks", snap.get("samples"), "counter")
     out.add("tokens_per_second", "tokens/s over the last 20 timed steps", snap.get("tokens_per_s"))
@@ -288,6 +291,11 @@ def _hardware_families(out: _Families, hw: Mapping | None) -> None:
     lost = set(hw.get("lost") or [])
     for gpu in hw.get("gpus") or []:
         labels = {"gpu": str(gpu.get("index")), "gpu_name": str(gpu.get("name") or "")}
+        if isinstance(gpu.get("node"), str) and gpu["node"]:  # a merged run: the GPU's node
+            # and its index there, as that node's own tm exports it
+            labels["node"] = gpu["node"]
+            if isinstance(gpu.get("node_index"), int):
+                labels["gpu"] = str(gpu["node_index"])
         for field, (_, help_) in GPU_FIELDS.items():
             name, factor = gpu_metric_name(field)
             kind = "counter" if field in GPU_COUNTERS else "gauge"
