@@ -1,6 +1,7 @@
 """The agent under load, through the real ``tm``: a flood of series loses no step and every
 series point it does not log is counted; a supervisor paused at the last step does not hold
-the training process at exit (the sender's close() has a ~1 s deadline)."""
+the training process at exit (the sender's close() has a ~1 s deadline), and the counts the
+agent could not send then reach the log from the file it leaves (supervisor/exit_counts.py)."""
 
 import json
 import os
@@ -11,6 +12,8 @@ import time
 
 import pytest
 from conftest import _env, read_log
+
+from trainmeter.core.engine import replay
 
 pytestmark = pytest.mark.slow
 
@@ -151,14 +154,25 @@ def test_a_supervisor_paused_at_the_last_step_does_not_hold_the_child_at_exit(wo
     err.close()
     text = (workdir / "tm.err").read_text()
     lines = [ln for ln in text.splitlines() if "records were not sent" in ln]
-    assert len(lines) == 1, text  # the child said what it could not send
+    assert len(lines) == 1, text  # the child said what it could not send, and where it is
+    assert "left for the supervisor, which logs it at the run's end" in lines[0], lines[0]
     log = read_log(workdir)
     steps = [r["step"] for r in log if r["k"] == "step"]
     # what the paused socket had taken is logged, in order; the steps still in the agent's
-    # buffer at its deadline are in its count ("unsent at exit", the stderr line): the final
-    # dropped record could not reach a supervisor that reads nothing
+    # buffer at its deadline are in its count ("unsent at exit", the stderr line)
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 20, steps
-    unsent = int(lines[0].split()[1].replace(",", ""))
+    unsent = int(lines[0].split()[1].replace(",", ""))  # "[trainmeter] N records were not"
     assert unsent >= 30 - len(steps)
+    # the final dropped record could not reach a supervisor that read nothing; the log has
+    # its counts all the same, from the file the agent left (its last agent record, whose
+    # total is the stderr line's N), and a note that says so
+    mine = [r for r in log if r["k"] == "dropped" and r.get("pid") == facts["pid"]]
+    assert mine and sum(mine[-1]["counts"].values()) == unsent, (mine[-1:], lines[0])
+    assert mine[-1]["counts"].get("unsent at exit", 0) > 0
+    assert any("its final counts, read from the file it left" in r.get("text", "")
+               for r in log)  # fmt: skip
+    summary = text.strip().splitlines()[-1]  # its total: every place's newest counts
+    total = replay([json.dumps(r) for r in log]).snapshot()["dropped"]["total"]
+    assert total >= unsent and f"{total:,} records dropped (" in summary, summary
     print(f"\npaused: child exited {exit_s:.2f} s after its loop; {len(steps)} steps logged; "
-          f"{lines[0]}")  # fmt: skip
+          f"{lines[0]}; logged from its exit file: {mine[-1]['counts']}")  # fmt: skip

@@ -483,3 +483,59 @@ def test_a_series_without_a_role_gets_the_catalogs_once_per_name():
     assert series["val/loss"]["role"] == "val_loss"
     assert "role" not in series["loss_scale"]  # the catalog gives it none
     assert series["my_loss"]["role"] == "train_loss"  # the tap's, though the catalog has none
+
+
+# -- merged steps (docs/spec.md "Run log": a step record's `agg`) -------------------------------
+def test_a_merged_step_record_counts_its_steps_tokens_and_time_as_that_many_steps():
+    """Rank 0's steps 1..3 one by one (1 s apart), then steps 4..12 merged into one record
+    at 112 s (9 steps of 1 s: the agent's buffer was full), then step 13 one by one."""
+    eng = _run()  # steps 1, 2, 3 at 101, 102, 104 s; 40 tokens and 2 samples each
+    _feed(eng,
+          ("step", 113.0, {"step": 12, "rank": 0, "tokens": 9 * 40, "samples": 9 * 2,
+                           "agg": 9}),
+          ("step", 114.0, {"step": 13, "rank": 0, "tokens": 40, "samples": 2}))  # fmt: skip
+    snap = eng.snapshot()
+    assert snap["step"] == 13 and snap["ranks"] == {"0": 13}  # 3 + 9 + 1 steps
+    assert snap["tokens"] == 13 * 40 and snap["samples"] == 13 * 2
+    # timed: step 2 (1 s), step 3 (2 s), the merged 9 (113 - 104 = 9 s), step 13 (1 s)
+    assert snap["train_time_s"] == pytest.approx(13.0)
+    # per step over the window: 13 s over 1 + 1 + 9 + 1 = 12 steps (as 4 steps of one
+    # interval each it would read 13 / 4 = 3.25 s)
+    assert snap["step_time_s"] == pytest.approx(13 / 12)
+    assert snap["rank_step_time_s"] == {"0": pytest.approx(13 / 12)}
+    assert eng.ranks.ranks[0].step_time_s() == pytest.approx(13 / 12)
+    # tokens/s stay tokens over their intervals: (40 + 40 + 360 + 40) tokens over 13 s
+    assert snap["tokens_per_s"] == pytest.approx(480 / 13)
+    assert snap["tokens_per_s_avg"] == pytest.approx(480 / 13)
+    assert snap["steps_merged"]["steps"] == 9 and snap["steps_merged"]["records"] == 1
+    said = snap["steps_merged"]["text"]
+    assert said.startswith("9 steps arrived merged into 1 step record ")
+    assert any(said in n for n in snap["notes"])
+    from trainmeter.core.summary import summary_line
+
+    assert summary_line(snap).endswith(" · 9 steps merged into 1 record (supervisor not reading)")
+
+
+def test_a_run_with_no_merged_steps_says_nothing_of_them():
+    snap = _run().snapshot()
+    assert snap["steps_merged"] is None
+    assert not [n for n in snap["notes"] if "merged" in n]
+
+
+def test_a_merged_record_replays_as_it_was_applied():
+    eng = _run()
+    _feed(eng, ("step", 113.0, {"step": 12, "rank": 0, "tokens": 360, "samples": 18,
+                                "agg": 9}))  # fmt: skip
+    lines = [records.encode(records.make(k, t, **f)) for k, t, f in (
+        ("run_start", 100.0, {"id": "r", "name": "n", "argv": [], "version": "0", "opts": {}}),
+        ("agent_hello", 100.5, {"pid": 1, "rank": 0, "world_size": 1}),
+        ("model", 100.6, MODEL),
+        ("step", 101.0, {"step": 1, "rank": 0, "tokens": 40, "samples": 2}),
+        ("step", 102.0, {"step": 2, "rank": 0, "tokens": 40, "samples": 2}),
+        ("step", 104.0, {"step": 3, "rank": 0, "tokens": 40, "samples": 2}),
+        ("step", 113.0, {"step": 12, "rank": 0, "tokens": 360, "samples": 18, "agg": 9}),
+    )]  # fmt: skip
+    again = replay(lines).snapshot()
+    live = eng.snapshot()
+    for key in ("step", "tokens", "step_time_s", "train_time_s", "ranks", "steps_merged"):
+        assert again[key] == live[key], key

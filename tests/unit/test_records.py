@@ -206,3 +206,32 @@ def test_a_validated_hostile_record_never_makes_the_engine_raise():
     # both kinds occur, so the test covers what validate lets through (counted by hand from
     # the list: the 10 ints and floats among `nums` pass where a field takes a number)
     assert accepted > 20 and refused > 20
+
+
+def _batch(**more):
+    """A steps batch of two rows as the agent sends it (agent/sender.py ``QueueReader``)."""
+    return {"v": 1, "k": "steps", "rank": 0, "t0": 10.0, "dt_us": [0, 500_000], "step": [1, 9],
+            "tokens": [4, 32], "samples": [1, 8], "seq_sq": [16, 128], **more}  # fmt: skip
+
+
+def test_a_steps_batch_agg_column_gives_a_merged_row_its_agg_and_a_plain_row_none():
+    recs = records.decode_wire(json.dumps(_batch(agg=[None, 8])))
+    assert "agg" not in recs[0]  # one step: the record it always was
+    assert recs[1]["agg"] == 8 and recs[1]["step"] == 9 and recs[1]["t"] == 10.5
+    assert "agg" not in records.decode_wire(json.dumps(_batch(agg=[1, 1])))[1]
+    with_arr = records.decode_wire(json.dumps(_batch(agg=[1, 8], arr_us=[None, 100])))
+    assert with_arr[1]["agg"] == 8 and with_arr[1]["arr"] == pytest.approx(10.5 - 1e-4)
+    rec = records.make("step", 1.0, step=9, rank=0, tokens=32, samples=8, agg=8)
+    assert records.decode(records.encode(rec)) == rec  # the run log's line round-trips
+
+
+@pytest.mark.parametrize("agg", [[0, 8], [1, -2], [1, True], [1, 2.0], [1, 2**53], [8], "8"])
+def test_an_agg_that_is_no_whole_number_of_steps_or_ragged_is_refused(agg):
+    with pytest.raises(RecordError, match="agg"):
+        records.decode_wire(json.dumps(_batch(agg=agg)))
+
+
+@pytest.mark.parametrize("agg", [0, -1, 2**53, 1.5, True])
+def test_a_step_record_with_a_bad_agg_is_refused(agg):
+    with pytest.raises(RecordError, match="agg"):
+        records.validate({"v": 1, "k": "step", "t": 1.0, "step": 9, "rank": 0, "agg": agg})

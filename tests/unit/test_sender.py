@@ -13,6 +13,7 @@ import pytest
 from trainmeter.agent import guard
 from trainmeter.agent import sender as sm
 from trainmeter.agent.sender import Sender
+from trainmeter.core import records
 
 
 class Supervisor:
@@ -168,6 +169,97 @@ def test_a_full_outbound_buffer_drops_series_first_never_steps(make, tmp_path, m
         s.put(_series("loss", i))
     s.flush()  # a small series chunk fits
     assert s.drops == {sm.FULL: 2000} and len(s.out.lo) == 1
+
+
+def _paused(s, monkeypatch):
+    """The socket takes nothing while ``paused[0]`` (a supervisor stopped for good, as far as
+    the outbound buffer can tell); then writes as usual."""
+    paused, real = [True], s._write
+    monkeypatch.setattr(s, "_write", lambda: None if paused[0] else real())
+    return paused
+
+
+def _expanded(sup):
+    """What the stand-in received, as the supervisor expands it (steps batches to records)."""
+    lines = [raw for raw in sup.records() if "ctl" not in raw]  # not the hello and syncs
+    return [r for raw in lines for r in records.decode_wire(json.dumps(raw))]
+
+
+MERGE_STEPS = 200  # one step a flush: far more than a 2,000-byte buffer holds
+
+
+def _fill_with_steps(s):
+    """MERGE_STEPS steps, 0.5 s apart from t = 1000 s, each with 100 tokens, 2 samples and a
+    seq_sq of 400 (two sequences of 50), one flush each."""
+    for n in range(1, MERGE_STEPS + 1):
+        s.put_step((1000.0 + 0.5 * n, n, 100, 2, 400))
+        s.flush()
+
+
+def test_steps_the_full_buffer_cannot_take_are_merged_and_sent_once_it_has_room(
+    sup, make, monkeypatch
+):
+    monkeypatch.setattr(sm, "HARD_OUT_BYTES", 2_000)
+    s = make(sup.path, interval=3600)
+    paused = _paused(s, monkeypatch)
+    _fill_with_steps(s)
+    assert s.drops == {}  # no step refused: none counted "outbound buffer full"
+    assert s.out.nbytes <= 2_000 and s.agg is not None
+    kept = [n for d, _ in s.out.hi for b in [json.loads(d)] if b["k"] == "steps"
+            for n in b["step"]]  # fmt: skip
+    assert kept == list(range(1, len(kept) + 1)) and 5 < len(kept) < MERGE_STEPS
+    k = MERGE_STEPS - len(kept)  # the steps that did not fit: merged, in constant memory
+    assert (s.agg.k, s.agg.step, s.agg.t) == (k, MERGE_STEPS, 1000.0 + 0.5 * MERGE_STEPS)
+    paused[0] = False  # the supervisor reads again: the buffer drains, then the merged row
+    s.flush()
+    assert s.agg is None and s.sync(timeout=2.0)
+    steps = [r for r in _expanded(sup) if r["k"] == "step"]
+    assert [r["step"] for r in steps] == [*kept, MERGE_STEPS]
+    assert not [r for r in steps[:-1] if "agg" in r]
+    last = steps[-1]
+    # the merged row: k steps of 100 tokens, 2 samples and a seq_sq of 400 each (by hand)
+    assert last["agg"] == k and last["t"] == 1000.0 + 0.5 * MERGE_STEPS
+    assert (last["tokens"], last["samples"], last["seq_sq"]) == (100 * k, 2 * k, 400 * k)
+    assert s.drops == {}
+
+
+def test_merged_steps_unsent_at_close_are_counted_as_the_steps_they_stand_for(
+    make, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(sm, "HARD_OUT_BYTES", 2_000)
+    s = make(str(tmp_path / "s.sock"), interval=3600)  # no supervisor ever reads
+    _paused(s, monkeypatch)
+    _fill_with_steps(s)
+    assert s.agg is not None and s.drops == {}
+    t = time.monotonic()
+    s.close()
+    assert time.monotonic() - t < sm.CLOSE_DEADLINE_S
+    # every step (those buffered one by one and the merged ones, k for their one row) and the
+    # step_clock record of the first step (backward.py): none sent
+    assert s.drops == {sm.UNSENT: MERGE_STEPS + 1}
+
+
+def test_close_leaves_its_final_counts_in_a_file_beside_the_socket(
+    sup, make, tmp_path, monkeypatch, capsys
+):
+    s = make(sup.path, interval=3600)
+    s.put(_series("first", 0))
+    assert s.sync(timeout=2.0)
+    _paused(s, monkeypatch)  # the supervisor stops reading: the final record cannot go
+    for i in range(5):
+        s.put(_series("late", i))
+    s.count("emit value out of range", 2)
+    s.close()
+    left = list(tmp_path.iterdir())
+    path = tmp_path / records.EXIT_FILE.format(pid=os.getpid())
+    assert sorted(p.name for p in left) == sorted(["s.sock", path.name])  # no temporary file
+    rec = records.decode(path.read_bytes())  # one whole, valid record
+    # the 5 late series were never sent; the 2 emits counted by hand above
+    assert rec["counts"] == {"emit value out of range": 2, sm.UNSENT: 5} == s.drops
+    assert (rec["k"], rec["source"], rec["pid"], rec["rank"]) == ("dropped", "agent",
+                                                                  os.getpid(), 3)  # fmt: skip
+    err = capsys.readouterr().err
+    assert "left for the supervisor, which logs it at the run's end" in err, err
 
 
 def test_a_paused_supervisor_never_blocks_the_sender_which_keeps_reading_the_queue(sup, make):

@@ -1,7 +1,7 @@
 """Send records from the training process to the supervisor without blocking the loop.
 
 The hot path is ``put_step(item)``: one ``deque.append`` (atomic under the GIL, no lock, no
-check) for steps, spans and root-model calls; steps are never dropped. ``put(rec)`` (emit() and
+check) for steps, spans and root-model calls; steps are never shed. ``put(rec)`` (emit() and
 the tracker taps' series, notes, model facts) checks one flag first: under pressure (more than
 ``SHED_QUEUE`` items queued or ``SHED_BYTES`` waiting for the socket) a series keeps at most
 ``SHED_RATE`` points per name per second (1 beyond ``SLOW_BYTES`` waiting), each point shed
@@ -10,11 +10,14 @@ counted ("series shed under load"): every series keeps points through the whole 
 A named daemon thread drains the queue every ``interval`` seconds (sooner while more than
 ``max_items`` arrive in one interval: queued tensors are held until read), encodes JSON lines
 into an outbound buffer (:class:`Outbound`: series, spans and notes are refused beyond
-``MAX_OUT_BYTES`` (32 MiB), steps and the rest only beyond ``HARD_OUT_BYTES`` (256 MiB: a
-supervisor paused for good), counted "outbound buffer full"; series
-go after the rest of their flush, in chunks of ``LOW_CHUNK`` bytes) and writes
-it to the supervisor's Unix socket without blocking: a paused supervisor never holds the thread,
-which keeps reading the queue. A socket that fails is dropped, what was buffered is counted
+``MAX_OUT_BYTES`` (32 MiB), the rest beyond ``HARD_OUT_BYTES`` (256 MiB: a supervisor paused
+for good), counted "outbound buffer full"; series go after the rest of their flush, in chunks
+of ``LOW_CHUNK`` bytes) and writes it to the supervisor's Unix socket without blocking: a
+paused supervisor never holds the thread, which keeps reading the queue. Steps the buffer
+cannot take are never refused: they are merged into one :class:`StepAggregate` (constant
+memory: their count, the last one's number and time, their summed counts), sent as one step
+row that says how many steps it stands for (``agg``, core/records.py ``decode_wire``) as soon as
+the buffer has room, and at close. A socket that fails is dropped, what was buffered is counted
 ("supervisor gone") and the sender reconnects with backoff (0.1 s doubling to 5 s, its hello
 first on each connection); the taps stay on. Only an internal error turns the sender off.
 
@@ -22,7 +25,11 @@ Every count goes out as a ``dropped`` record (source "agent", cumulative, with p
 at most every ``DROP_EVERY`` seconds when it changed, and at close, which has a deadline of
 ``CLOSE_DEADLINE_S`` in all (about ``CLOSE_STALL_S`` when the socket takes nothing that long:
 a paused supervisor; its queued series are then counted, not encoded): what is unsent then
-is counted ("unsent at exit") and one stderr line says how many records were not sent.
+is counted ("unsent at exit") and one stderr line says how many records were not sent. Close
+also leaves the final counts, as a ``dropped`` record, in a file beside the socket
+(``core.records.EXIT_FILE``, written to a temporary name and renamed, so it is whole or
+absent): a supervisor that was paused when the process exited logs them from there at the
+run's end (supervisor/exit_counts.py).
 
 What the queue holds, in the order the training thread put it (``QueueReader.read``):
 
@@ -57,6 +64,7 @@ from collections import deque
 
 from trainmeter.agent import guard
 from trainmeter.agent.backward import Fallback, Ledger
+from trainmeter.core.records import EXIT_FILE
 
 MIN_INTERVAL = 0.005  # s: the shortest wait between flushes when items pile up
 FORGET = ("forget",)  # the queue item that drops the calls queued since the last step
@@ -109,6 +117,7 @@ class Sender:
         self.max_items = 200_000  # items per interval before the sender comes back sooner
         self.reader = QueueReader(self.rank)
         self.out = Outbound(self.count)
+        self.agg: StepAggregate | None = None  # steps the full buffer could not take, merged
         self.on_stop = lambda: None  # the taps' quiet(): the sender stopped for good
         self.shedding = False  # under pressure: put() holds series to shed_rate per name
         self.shed_rate = SHED_RATE
@@ -297,14 +306,14 @@ class Sender:
             "what it could not take is counted",
         )
         self._drop_socket()
-        self.count(GONE, self.out.clear())
+        self.count(GONE, self.out.clear() + self._take_agg())
         self._sent_drops = {}  # the counts go out again on the next connection
         self._retry_at = time.monotonic() + self._backoff
         self._backoff = min(BACKOFF_MAX_S, self._backoff * 2)
 
     def _discard(self, reason: str) -> None:
         """Drop everything queued and buffered, counted under ``reason`` (holding ``_lock``)."""
-        self.count(reason, self._read_all() + self.out.clear())
+        self.count(reason, self._read_all() + self.out.clear() + self._take_agg())
 
     def _read_all(self) -> int:
         """Read everything queued and waiting, unsent; returns how many records that was."""
@@ -349,6 +358,8 @@ class Sender:
         self._encode()
         self._queue_drops(force=False)
         self._write()
+        if self.agg is not None and self._send_agg():  # merged steps: once the buffer has room
+            self._write()
         self.shedding = self.out.nbytes > SHED_BYTES or len(self.queue) > SHED_QUEUE
         self.shed_rate = SHED_RATE if self.out.nbytes <= SLOW_BYTES else 1
 
@@ -377,7 +388,7 @@ class Sender:
             if rec.get("k") == "agent_hello":
                 out.add(_line(rec), 1)
         if steps is not None:
-            out.add(_line(steps), len(steps["step"]))
+            self._add_steps(steps)
         if spans is not None:
             out.add(_line(spans), len(spans["name"]), limit=MAX_OUT_BYTES)  # shed like series
         low, size = [], 0
@@ -403,6 +414,34 @@ class Sender:
                 out.add(line, 1, limit=MAX_OUT_BYTES if kind == "note" else HARD_OUT_BYTES)
         if low:
             out.add(b"".join(low), 1, low=True)
+
+    def _add_steps(self, steps: dict) -> None:
+        """Buffer a steps batch, or merge it into :attr:`agg` when the buffer cannot take it
+        (past ``HARD_OUT_BYTES``), or when merged steps still wait: they are older, and steps
+        reach the supervisor in order. Steps are never refused."""
+        if self.agg is not None and not self._send_agg():
+            self.agg.merge(steps, self.count)
+            return
+        line = _line(steps)
+        if self.out.fits(len(line)):
+            self.out.add(line, len(steps["step"]))
+        else:
+            self.agg = StepAggregate(steps)
+
+    def _send_agg(self, force: bool = False) -> bool:
+        """Buffer the merged steps as one row if the buffer has room (``force``: at close,
+        whatever it holds; the row is a few hundred bytes); True when they were."""
+        line = _line(self.agg.batch())
+        if not force and not self.out.fits(len(line)):
+            return False
+        self.out.add(line, self.agg.k, force=True)  # a line that stands for its k steps
+        self.agg = None
+        return True
+
+    def _take_agg(self) -> int:
+        """Drop the merged steps (their supervisor is gone); returns how many steps they were."""
+        agg, self.agg = self.agg, None
+        return agg.k if agg is not None else 0
 
     def _queue_drops(self, force: bool) -> None:
         """Queue a ``dropped`` record if the counts changed, at most every ``DROP_EVERY`` s
@@ -481,12 +520,15 @@ class Sender:
                 self.queue.extend(last.values())
             # a paused supervisor: encoding the queued series would only cost time
             self._encode(skip_low=stalled)
+            if self.agg is not None:  # the merged steps: cut below with the rest if unsent
+                self._send_agg(force=True)
             if not stalled:
                 self._retry_at = 0.0  # no supervisor: the queue is counted "supervisor gone"
                 self._drain(deadline - 0.25)
             unsent = self.out.cut()  # all but the rest of a line half written
             self.count(UNSENT, unsent)
             self._queue_drops(force=True)
+            left = self._leave_counts()  # for a supervisor that reads nothing now
             self._drain(deadline)  # a supervisor just resumed reads it
             delivered = self.out.nbytes == 0
             self.out.clear()  # counted above: a later connection must not begin mid-line
@@ -497,8 +539,38 @@ class Sender:
             total = sum(self.drops.values())
             by = ", ".join(f"{n:,} {why}" for why, n in self.drops.items())
         if unsent or not delivered:  # otherwise the run's summary line says what was dropped
-            where = "in the run log" if delivered else "the run log does not have this count"
+            where = ("in the run log" if delivered else
+                     "left for the supervisor, which logs it at the run's end" if left else
+                     "the run log does not have this count")  # fmt: skip
             _say(f"{total:,} records were not sent to the supervisor ({by or 'none'}; {where})")
+
+    def _leave_counts(self) -> bool:
+        """Write the final counts (a ``dropped`` record, as the socket would carry it) to
+        ``EXIT_FILE`` in the socket's folder, the supervisor's private one: a temporary name,
+        then ``os.replace``, so the supervisor reads it whole or not at all. Nothing when no
+        count is above zero. True when written; never raises (a folder already removed, a
+        full disk: False)."""
+        with self._count_lock:
+            counts = dict(self.drops)
+        if not any(counts.values()):
+            return False
+        rec = {"v": 1, "k": "dropped", "t": time.time(), "source": "agent", "counts": counts,
+               "pid": os.getpid(), "rank": self.rank}  # fmt: skip
+        path = os.path.join(os.path.dirname(self.path), EXIT_FILE.format(pid=os.getpid()))
+        tmp = f"{path}.tmp"
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(tmp, flags, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(_line(rec))
+            os.replace(tmp, path)
+            return True
+        except Exception:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
 
     def _drain(self, until: float) -> bool:
         """Write until the buffer is empty, the socket is gone, ``until``, or the socket took
@@ -551,6 +623,11 @@ class Outbound:
             return
         (self.lo if low else self.hi).append((data, per_line))
         self.nbytes += len(data)
+
+    def fits(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` more stay within ``HARD_OUT_BYTES`` (what :meth:`add` takes of a
+        line that is not ``low``)."""
+        return self.nbytes + nbytes <= HARD_OUT_BYTES
 
     def first(self, data: bytes) -> None:
         """Buffer ``data`` before everything not begun (a new connection's hello)."""
@@ -605,6 +682,57 @@ class Outbound:
         if self.head is None:
             return 0
         return self.head.count(b"\n", offset) * self.head_per_line
+
+
+class StepAggregate:
+    """Steps the outbound buffer could not take, merged in constant memory: how many, the last
+    one's number and time stamp, and their summed tokens, samples and ``seq_sq``; sent as one
+    row of a steps batch whose ``agg`` column says how many steps it stands for
+    (core/records.py ``decode_wire``; the engine counts them all and takes the interval up to
+    the row as their time together, docs/spec.md "Run log"). Arrivals (``arr_us``) are not
+    kept: the row has none.
+
+    Args:
+        steps: the first steps batch merged (``QueueReader.read``'s).
+    """
+
+    __slots__ = ("k", "rank", "samples", "seq_sq", "step", "t", "tokens")
+
+    def __init__(self, steps: dict) -> None:
+        self._start(steps)
+
+    def _start(self, steps: dict) -> None:
+        self.rank = steps["rank"]
+        self.k = self.tokens = self.samples = self.seq_sq = 0  # k: the steps merged
+        self.step, self.t = 0, 0.0  # the last one's number and time stamp (s since the epoch)
+        self._add(steps)
+
+    def merge(self, steps: dict, count) -> None:
+        """Add a later batch. One of another rank (``torch.distributed`` gave the process its
+        rank meanwhile) cannot be merged with these: they are dropped and counted
+        ``count(FULL, k)`` ("outbound buffer full"), and the batch starts the merge anew."""
+        if steps["rank"] != self.rank:
+            count(FULL, self.k)
+            self._start(steps)
+            return
+        self._add(steps)
+
+    def _add(self, steps: dict) -> None:
+        n = steps["step"]
+        if not n:
+            return
+        self.k += len(n)
+        self.step = n[-1]
+        self.t = steps["t0"] + steps["dt_us"][-1] / 1e6
+        self.tokens += sum(x or 0 for x in steps["tokens"])
+        self.samples += sum(x or 0 for x in steps["samples"])
+        self.seq_sq += sum(x or 0 for x in steps.get("seq_sq") or ())
+
+    def batch(self) -> dict:
+        """The merged steps as a steps batch of one row."""
+        return {"v": 1, "k": "steps", "rank": self.rank, "t0": self.t, "dt_us": [0],
+                "step": [self.step], "tokens": [self.tokens], "samples": [self.samples],
+                "seq_sq": [self.seq_sq], "agg": [self.k]}  # fmt: skip
 
 
 def _wait_on(sock, read: bool, write: bool, timeout: float) -> None:

@@ -72,28 +72,39 @@ class _Clock:
     last_t: float | None = None  # time of the previous step in this segment (None: none yet)
     timed_tokens: int = 0  # tokens of steps that have a previous step in the same segment
     timed_s: float = 0.0
-    # (dt, tokens, seq_sq, tokens that sent seq_sq) of the recent timed steps
+    # (dt, tokens, seq_sq, tokens that sent seq_sq, steps) of the recent timed intervals: an
+    # interval is one step's, or a merged record's k steps' (records.py ``agg``)
     recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))
     recent_tokens: int = 0  # sums over `recent`, kept as it slides (exact for the ints)
     recent_s: float = 0.0
     recent_sq: int = 0
     recent_sq_tokens: int = 0
+    recent_steps: int = 0  # the steps the recent intervals cover (one each, k a merged one)
 
-    def push(self, dt: float, tokens: int, seq_sq: int = 0, sq_tokens: int = 0) -> None:
-        """Slide the recent window by one timed step."""
+    def push(self, dt: float, tokens: int, seq_sq: int = 0, sq_tokens: int = 0,
+             steps: int = 1) -> None:  # fmt: skip
+        """Slide the recent window by one timed interval of ``dt`` seconds covering ``steps``
+        steps (more than one: a merged record's)."""
         if len(self.recent) == self.recent.maxlen:
-            old_dt, old_tokens, old_sq, old_sq_tokens = self.recent[0]
+            old_dt, old_tokens, old_sq, old_sq_tokens, old_steps = self.recent[0]
             self.recent_s -= old_dt
             self.recent_tokens -= old_tokens
             self.recent_sq -= old_sq
             self.recent_sq_tokens -= old_sq_tokens
-        self.recent.append((dt, tokens, seq_sq, sq_tokens))
+            self.recent_steps -= old_steps
+        self.recent.append((dt, tokens, seq_sq, sq_tokens, steps))
         self.recent_tokens += tokens
         self.recent_sq += seq_sq
         self.recent_sq_tokens += sq_tokens
+        self.recent_steps += steps
         self.recent_s += dt
-        if self.step % 1024 == 0:  # re-sum now and then: no float drift over a long run
-            self.recent_s = math.fsum(d for d, *_ in self.recent)
+        if self.step // 1024 != (self.step - steps) // 1024:  # passed a multiple of 1024:
+            self.recent_s = math.fsum(d for d, *_ in self.recent)  # re-sum, no float drift
+
+    def step_time_s(self) -> float | None:
+        """Mean seconds per step over the recent window: its seconds over the steps its
+        intervals cover (a merged record's interval is k steps' time, not one step's)."""
+        return self.recent_s / self.recent_steps if self.recent_steps else None
 
 
 @dataclass
@@ -102,17 +113,19 @@ class _RankClock:
 
     steps: int = 0
     last_t: float | None = None  # previous step in this segment (None: none yet)
+    # (dt, steps) of its recent timed intervals: one step's, or a merged record's k steps'
     recent: deque = field(default_factory=lambda: deque(maxlen=WINDOW_STEPS))
     mean: float | None = None  # step_time_s() cached until the window moves
 
-    def add(self, dt: float) -> None:
-        self.recent.append(dt)
+    def add(self, dt: float, steps: int = 1) -> None:
+        self.recent.append((dt, steps))
         self.mean = None
 
     def step_time_s(self) -> float | None:
-        """Mean of the recent timed intervals (s), None before the first timed step."""
+        """Mean seconds per step over the recent timed intervals (their seconds over the
+        steps they cover), None before the first timed step."""
         if self.mean is None and self.recent:
-            self.mean = math.fsum(self.recent) / len(self.recent)
+            self.mean = math.fsum(d for d, _ in self.recent) / sum(k for _, k in self.recent)
         return self.mean
 
 
@@ -164,6 +177,9 @@ class Engine:
         self.first_refused: str | None = None
         self.refused_ranks = 0  # step records of ranks past MAX_RANKS or out of range
         self.bad_counts = 0  # steps, tokens, samples outside [0, 2**53)
+        # step records that stand for more than one step (records.py ``agg``: the agent merged
+        # steps its full outbound buffer could not take), and the steps they stand for
+        self.merged_records = self.merged_steps = 0
         self.drops = Drops()  # what was dropped on the way to the log (core/drops.py)
         self.log_read: dict[str, Any] | None = None  # replay: what the log reader skipped
         self._handlers = {  # record kind -> fold (a dict: apply runs for every record)
@@ -273,14 +289,16 @@ class Engine:
                 self.refused_ranks += 1
                 return
             rc = self.rank_clocks[rank] = _RankClock()
-        rc.steps += 1
+        k = rec.get("agg")  # the steps this record stands for: absent, one (no call per step)
+        k = 1 if k is None else self._merged(k)
+        rc.steps += k
         first, dt = rc.last_t is None, None
         if not first and t > rc.last_t:  # timed: previous step in this segment
-            dt = t - rc.last_t
-            rc.add(dt)
+            dt = t - rc.last_t  # k steps' time
+            rc.add(dt, k)
         rc.last_t = t
         self.ranks.on_step(rank, rec["step"], t, rec.get("arr"), dt, first, self.agents,
-                           rec.get("node"))  # fmt: skip
+                           rec.get("node"), steps=k)  # fmt: skip
         tokens, seq_sq, sq_tokens = self._own_counts(rank, rec, dt)  # every rank's own
         if rank != self._clock_rank(rank):
             return
@@ -299,13 +317,25 @@ class Engine:
             self.span_inside_s += self.span_pending_s  # the spans since the previous step
             self.span_pending_s = 0.0
             c.timed_tokens += tokens
-            c.push(dt, tokens, seq_sq, sq_tokens)  # rank 0's own: its window's lengths
+            c.push(dt, tokens, seq_sq, sq_tokens, k)  # rank 0's own: its window's lengths
             rate = self.counts.rate(self.world)  # the job's: every rank's own rate
             if rate is not None:
                 self.timeline.append("tokens_per_s", c.step, rate)
         c.last_t = t
         if self.run["state"] == "idle":
             self.run["state"] = "running"
+
+    def _merged(self, k: Any) -> int:
+        """The steps a step record with ``agg`` ``k`` stands for (a merged record: the agent's
+        outbound buffer was full, agent/sender.py), counted in ``merged_records`` and
+        ``merged_steps``. An ``agg`` outside [1, 2**53) is 1 and counted in ``bad_counts``."""
+        if type(k) is not int or not 1 <= k < MAX_COUNT:
+            self.bad_counts += 1
+            return 1
+        if k > 1:
+            self.merged_records += 1
+            self.merged_steps = min(self.merged_steps + k, MAX_COUNT - 1)
+        return k
 
     def _clock_rank(self, rank: int) -> int:
         """The step clock's rank: 0, or in a node's run without rank 0 (one supervisor per
@@ -485,7 +515,6 @@ class Engine:
         """
         now = self.last_t if now is None else now
         c = self.clock
-        recent_s = c.recent_s
         rate = self.counts.rate(self.world)  # the job's, from every rank's own counts
         rate_avg = self.counts.rate_avg(self.world)
         convention = self.opts.get("convention") or flops.DEFAULT_CONVENTION
@@ -509,9 +538,11 @@ class Engine:
         if rate is not None and fpt_now:
             model_rate = {k: metrics.model_flops_per_s(rate, v) for k, v in fpt_now.items()}
         dropped = self.drops.snapshot()
+        merged = self._merged_snapshot()
+        way = [x for x in ((merged or {}).get("text"), drop_text(dropped)) if x]
         notes = (
             list(self.notes)
-            + ([drop_text(dropped)] if dropped else [])
+            + ([clip("; ".join(way), MAX_NOTE)] if way else [])  # on the way to the log
             + self._gap_notes(peak, fpt, budget_flops, convention)
             + self._loss_notes()
             + self.hw.notes()
@@ -526,7 +557,7 @@ class Engine:
             "train_time_s": c.timed_s,
             "tokens_per_s": rate,
             "tokens_per_s_avg": rate_avg,
-            "step_time_s": recent_s / len(c.recent) if c.recent else None,
+            "step_time_s": c.step_time_s(),
             "budget_tokens": budget,
             "progress": metrics.progress(c.tokens, budget),
             "eta_s": eta,
@@ -574,8 +605,22 @@ class Engine:
             ),
             "process": dict(self.process) if self.process is not None else None,
             "dropped": dropped,
+            "steps_merged": merged,
             "log": dict(self.log_read) if self.log_read is not None else None,
         }
+
+    def _merged_snapshot(self) -> dict[str, Any] | None:
+        """The snapshot's ``steps_merged``: ``{"steps", "records", "text"}``, the steps that
+        arrived merged into fewer step records (records.py ``agg``) and those records; None
+        when none did."""
+        n, m = self.merged_steps, self.merged_records
+        if not m:
+            return None
+        text = (f"{n:,} steps arrived merged into {m:,} step record{'' if m == 1 else 's'} "
+                "(the supervisor was not reading and the agent's buffer was full): their "
+                "count, tokens and time are whole, their one-by-one step times are "
+                "not")  # fmt: skip
+        return {"steps": n, "records": m, "text": text}
 
     def _time_split(self, elapsed: float) -> dict[str, float] | None:
         """Seconds of the run per bucket (docs/spec.md "Time spans"); null until rank 0's

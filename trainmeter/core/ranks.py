@@ -43,15 +43,17 @@ class _Rank:
     """One rank's state: step intervals, spans per kind, lag window, flag."""
 
     __slots__ = ("costs", "first_t", "flagged", "group", "inside_s", "lags", "last_t",
-                 "over", "pending_s", "recent", "recent_s", "span_s", "spans_seen",
-                 "steps", "steps_timed", "timed_s", "wait_s")  # fmt: skip
+                 "over", "pending_s", "recent", "recent_s", "recent_steps", "span_s",
+                 "spans_seen", "steps", "steps_timed", "timed_s", "wait_s")  # fmt: skip
 
     def __init__(self, group: str) -> None:
         self.group = group
         self.timed_s = 0.0  # sum of timed step intervals (s)
-        self.steps = self.steps_timed = 0
+        self.steps = self.steps_timed = 0  # steps, and those in timed intervals
+        # (dt, steps) of its recent timed intervals: one step's, or a merged record's k steps'
         self.recent: deque = deque(maxlen=INTERVALS)
         self.recent_s = 0.0
+        self.recent_steps = 0  # the steps the recent intervals cover
         self.span_s = dict.fromkeys(SPAN_KINDS, 0.0)
         self.spans_seen = False
         self.inside_s = 0.0  # span time inside timed step intervals
@@ -65,7 +67,8 @@ class _Rank:
         self.flagged = False
 
     def step_time_s(self) -> float | None:
-        return self.recent_s / len(self.recent) if self.recent else None
+        """Mean seconds per step over its recent intervals (s over the steps they cover)."""
+        return self.recent_s / self.recent_steps if self.recent_steps else None
 
 
 class _Group:
@@ -97,29 +100,33 @@ class Ranks:
 
     # -- records in ---------------------------------------------------------------------------
     def on_step(self, rank: int, step: int, t: float, arr, dt: float | None, first: bool,
-                agents: dict, node=None) -> None:  # fmt: skip
+                agents: dict, node=None, steps: int = 1) -> None:  # fmt: skip
         """One step record of ``rank``: ``step`` its number, ``t`` its time, ``arr`` its
         arrival (s since the epoch, or None), ``dt`` its timed interval (s, None when untimed),
         ``first`` the segment's first step of this rank; ``agents`` the engine's agents (pid ->
         hello fields: their ``host`` groups the ranks); ``node`` the record's node (``tm
-        merge`` labels every record with it), which groups them instead."""
+        merge`` labels every record with it), which groups them instead; ``steps`` the steps
+        the record stands for (a merged record's ``agg``: ``dt`` is their time together)."""
         r = self._rank(rank, agents, node)
         if r is None:
             return
-        r.steps += 1
+        r.steps += steps
         if first:
             r.first_t, r.pending_s = t, 0.0  # spans before it are never inside an interval
         if dt is not None:
             if len(r.recent) == r.recent.maxlen:
-                r.recent_s -= r.recent[0]
-            r.recent.append(dt)
+                old_dt, old_steps = r.recent[0]
+                r.recent_s -= old_dt
+                r.recent_steps -= old_steps
+            r.recent.append((dt, steps))
             r.recent_s += dt
+            r.recent_steps += steps
             r.timed_s += dt
-            r.steps_timed += 1
+            r.steps_timed += steps
             r.inside_s += r.pending_s
             r.pending_s = 0.0
-            if r.steps_timed % 1024 == 0:  # re-sum now and then: no float drift
-                r.recent_s = math.fsum(r.recent)
+            if r.steps_timed // 1024 != (r.steps_timed - steps) // 1024:  # now and then:
+                r.recent_s = math.fsum(d for d, _ in r.recent)  # re-sum, no float drift
         r.last_t = t
         if type(arr) is float and math.isfinite(arr):
             self._join(rank, r, step, arr, t)

@@ -36,7 +36,9 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     # one optimizer step finished on a rank; tokens/samples seen since the previous step, and
     # seq_sq: the sum over those sequences of the squared sequence length (tokens x length);
     # arr: when the rank arrived at the step (its last training backward() call before the
-    # step, s since the epoch; docs/spec.md "Stragglers"), null or absent when unknown
+    # step, s since the epoch; docs/spec.md "Stragglers"), null or absent when unknown;
+    # agg: how many steps the record stands for, when the agent merged steps its full outbound
+    # buffer could not take (`step` and `t` the last one's, the counts their sums; absent: 1)
     "step": {
         "step": (int,),
         "rank": (int,),
@@ -44,6 +46,7 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
         "samples": _OPT_INT,
         "seq_sq": _OPT_INT,
         "arr": _OPT_NUM,
+        "agg": _OPT_INT,
     },
     # what clocks a rank's steps from now on: `source` one of STEP_CLOCKS (agent/backward.py)
     "step_clock": {"source": (str,), "rank": (int,)},
@@ -94,6 +97,11 @@ ATTENTION = ("sdpa", "matmul", "none counted", "counted")
 MAX_SPAN_KIND = 32  # characters of a span kind
 MAX_DROP_REASONS = 32  # reasons in one dropped record
 MAX_DROP_REASON = 120  # characters of a reason
+MAX_AGG = 2**53  # steps one step record stands for, below (the engine's counts: exact ints)
+# An agent's final counts, left at its exit in the folder of the supervisor's socket: its last
+# ``dropped`` record as one JSON line (agent/sender.py writes it, supervisor/exit_counts.py
+# reads it; docs/reliability.md "The training process")
+EXIT_FILE = "agent-exit-{pid}.json"
 
 # "ended": the log has no run_end (the supervisor stopped without closing it); the snapshot's
 # run.state_text then says so in words (engine.Engine.end_unclosed)
@@ -151,6 +159,9 @@ def validate(rec: Any) -> dict[str, Any]:
     if kind == "step" and rec.get("arr") is not None and not 0 <= rec["arr"] < MAX_TIME:
         raise RecordError(f"step: 'arr' must be a finite number of seconds in [0, 1e11), got "
                           f"{rec['arr']!r}")  # fmt: skip
+    if kind == "step" and rec.get("agg") is not None and not 1 <= rec["agg"] < MAX_AGG:
+        raise RecordError(f"step: 'agg' must be a whole number of steps in [1, 2**53), got "
+                          f"{rec['agg']!r}")  # fmt: skip
     if kind == "span" and not (_finite(rec["dur"]) and rec["dur"] >= 0):
         raise RecordError(f"span: 'dur' must be a finite number >= 0, got {rec['dur']!r}")
     if kind == "span" and len(rec["name"]) > MAX_SPAN_KIND:
@@ -406,12 +417,14 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
     microseconds; a ``t`` list of times is read too; ``seq_sq`` may be absent, as older agents
     sent none). ``arr_us`` (optional): each step's arrival (its last training ``backward()``
     call) in whole microseconds before the step's time, null where unknown, expanded to the
-    step record's ``arr`` (s since the epoch). Encoding columns costs the training process far
-    less than one JSON object per step (docs/performance.md). A ``spans`` batch is the same
-    for time spans: ``{"v", "k": "spans", "rank", "name": [...], "t": [...], "dur": [...]}``.
-    An agent sends a flush's ``spans`` batch right after its ``steps`` batch, so every step
-    that was queued before a span's end has reached the engine when the span does (the
-    engine's
+    step record's ``arr`` (s since the epoch). ``agg`` (optional): how many steps each row
+    stands for, null or 1 for one; the agent sends one row of several steps when its outbound
+    buffer could not take them (agent/sender.py ``StepAggregate``), expanded to the step
+    record's ``agg``. Encoding columns costs the training process far less than one JSON
+    object per step (docs/performance.md). A ``spans`` batch is the same for time spans:
+    ``{"v", "k": "spans", "rank", "name": [...], "t": [...], "dur": [...]}``. An agent sends a
+    flush's ``spans`` batch right after its ``steps`` batch, so every step that was queued
+    before a span's end has reached the engine when the span does (the engine's
     ``time_split`` relies on it, docs/spec.md "Time spans").
 
     Raises:
@@ -436,7 +449,7 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
         )
     rank, v = rec.get("rank", 0), rec.get("v")
     if sq is not None and rec.get("arr_us") is not None:
-        return _with_arrivals(rec, cols, rank, v)
+        return _with_merged(rec, _with_arrivals(rec, cols, rank, v))
     if sq is None:
         out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
                 "samples": smp or None} for t, n, tok, smp in zip(*cols, strict=True)]  # fmt: skip
@@ -447,6 +460,29 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
     if out:  # what validate() checks of each record, a column at a time (the supervisor's
         validate(out[0])  # CPU per step: docs/performance.md); the first in full
         _check_step_columns(*cols)
+    return _with_merged(rec, out)
+
+
+def _with_merged(rec: dict, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The step records of a batch, each given its ``agg`` from the batch's ``agg`` column
+    (optional: how many steps a row stands for; null or 1 is one step, and the row's record
+    has no ``agg``).
+
+    Raises:
+        RecordError: an ``agg`` column of another length, or a row not a whole number of
+            steps in [1, 2**53).
+    """
+    agg = rec.get("agg")
+    if agg is None:
+        return out
+    if not isinstance(agg, list) or len(agg) != len(out):
+        raise RecordError("steps batch: 'agg' must be a list as long as 'step'")
+    for row, k in zip(out, agg, strict=True):
+        if k is None or (type(k) is int and k == 1):
+            continue
+        if type(k) is not int or not 1 <= k < MAX_AGG:
+            raise RecordError("step: 'agg' must be a whole number of steps in [1, 2**53)")
+        row["agg"] = k
     return out
 
 

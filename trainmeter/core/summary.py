@@ -53,5 +53,19 @@ def state_text(run: dict[str, Any]) -> str:
 def _tail(snap: dict[str, Any], run: dict[str, Any]) -> list[str]:
     """The elapsed time and, when known, the log's path."""
     log = [f"log {run['log']}"] if run.get("log") else []
-    said = [drop_text(snap.get("dropped")), (snap.get("log") or {}).get("text")]
+    said = [merged_text(snap.get("steps_merged")), drop_text(snap.get("dropped")),
+            (snap.get("log") or {}).get("text")]  # fmt: skip
     return [format_duration(snap.get("elapsed_s")), *(s for s in said if s), *log]
+
+
+def merged_text(merged: Any) -> str | None:
+    """``"1,200 steps merged into 3 records (supervisor not reading)"`` from a snapshot's
+    ``steps_merged`` (steps the agent merged while its outbound buffer was full: counted
+    whole, docs/reliability.md "The training process"), or None when none were."""
+    if not isinstance(merged, dict) or not merged.get("records"):
+        return None
+    m = merged["records"]
+    return (
+        f"{merged.get('steps', 0):,} steps merged into {m:,} record{'' if m == 1 else 's'} "
+        "(supervisor not reading)"
+    )

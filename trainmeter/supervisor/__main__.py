@@ -18,6 +18,7 @@ import sys
 import threading
 
 from trainmeter.core.records import SEGMENT_STATUSES
+from trainmeter.supervisor.exit_counts import apply_exit_files
 from trainmeter.supervisor.ingest import Server
 from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.sampler import DEFAULT_HZ, MAX_HZ, MIN_HZ, Sampler
@@ -41,12 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     sampler = _sampler(live, args.parent)
+    folder = os.path.dirname(args.socket)  # where an agent leaves its final counts at exit
     while not stop.wait(PARENT_POLL_S):
         if not _alive(args.parent):
             sampler.stop()
+            apply_exit_files(live, folder)
             live.close_run("error")  # the kernel died: close the log so it replays
             break
     sampler.stop()
+    apply_exit_files(live, folder)
     live.close_run("ok")
     live.shutdown()
     server.shutdown()

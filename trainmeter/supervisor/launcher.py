@@ -22,6 +22,7 @@ from typing import Any
 from trainmeter.agent.runtime import ENV_NO_TAP, ENV_PAD_TOKENS, ENV_SOCKET
 from trainmeter.core.summary import summary_line
 from trainmeter.supervisor import signals
+from trainmeter.supervisor.exit_counts import apply_exit_files
 from trainmeter.supervisor.ingest import Server, private_socket_path
 from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.sampler import DEFAULT_HZ, start_sampler
@@ -93,6 +94,7 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
     sampler = start_sampler(live, gpu_backend, sample_hz, lambda: [proc.pid, *live.agent_pids()])
     rc = signals.wait(proc)
     _drain_agents(live, say)
+    apply_exit_files(live, os.path.dirname(path))  # counts an agent could not send at its exit
     if sampler is not None:
         sampler.stop()
     status = "ok" if rc == 0 else "interrupted" if rc in (-signal.SIGINT, 130) else "error"

@@ -59,6 +59,7 @@ class Live:
         self._drops: dict[str, int] = {}  # this run's supervisor drop counts, by reason
         self._drops_dirty, self._drops_t = False, 0.0
         self._disk_seen = self._disk_written = 0  # RunLog.lost_lines in the engine, in the log
+        self._agent_counts: dict[Any, dict[str, int]] = {}  # pid -> its newest agent counts
 
     # -- runs and segments ----------------------------------------------------------------------
     def open_run(self, name: str, argv: list[str], opts: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +78,7 @@ class Live:
             self.cutting = False
             self._drops, self._drops_dirty, self._drops_t = {}, False, 0.0
             self._disk_seen = self._disk_written = 0
+            self._agent_counts = {}
             job = {"job": self.job} if self.job else {}  # docs/multinode.md
             self._write(records.make(
                 "run_start", now, id=self.run_id, name=name, argv=redact_argv(list(argv)),
@@ -189,11 +191,37 @@ class Live:
                 lines.append(line)
             self.log.append_lines(lines)
             self._after_write()
+            one = recs[0] if len(recs) == 1 and lines else {}  # an agent's counts, applied:
+            if one.get("k") == "dropped" and one["source"] == "agent":  # what exit_counts
+                self._agent_counts[one.get("pid")] = one["counts"]  # compares with
             for why, n in bad.items():  # after the lines: the log's order is the engine's
                 self.count_drop(why, n)
             self._flush_drops()
             self.version += 1
             self.cond.notify_all()
+            return True
+
+    def exit_counts(self, rec: dict[str, Any]) -> bool:
+        """An agent's final counts from its exit file (supervisor/exit_counts.py: a validated
+        ``dropped`` record, source ``agent``): when any count is above what the log holds
+        for that pid (counts are cumulative per pid), a note and a ``dropped`` record with the
+        larger of each count are written and applied; True then. False when the log already
+        holds them all (the record reached the socket after all), or no run is open."""
+        with self.cond:
+            if self.log is None:
+                return False
+            pid = rec.get("pid")
+            held = self._agent_counts.get(pid, {})
+            counts = {k: max(n, held.get(k, 0)) for k, n in {**held, **rec["counts"]}.items()}
+            if counts == held:
+                return False
+            if len(counts) > records.MAX_DROP_REASONS:  # reasons the log held and it lacks
+                counts = dict(rec["counts"])
+            self.note(f"pid {pid} (rank {rec.get('rank')}): its final counts, read from the "
+                      "file it left at exit (its last dropped record had not arrived)")  # fmt: skip
+            self._write(records.make("dropped", self.clock(), source="agent", counts=counts,
+                                     pid=pid, rank=rec.get("rank")))  # fmt: skip
+            self._agent_counts[pid] = counts
             return True
 
     def count_drop(self, reason: str, n: int = 1, note: str | None = None) -> None:
