@@ -15,7 +15,7 @@ import time
 import pytest
 from conftest import EXAMPLE, run_tm
 
-from trainmeter import cli
+from trainmeter.commands.ls import ls_row
 from trainmeter.core import passport as core_passport
 from trainmeter.core import passport_md, records
 from trainmeter.core.engine import replay, unclosed_text
@@ -224,7 +224,7 @@ def read_everything(lines, folder, files=True):
     if files:
         (folder / "run.jsonl").write_bytes(b"".join(lines))
         assert run_folders(folder.parent.parent) == [folder]  # tm ls's order: the first line
-        cli.ls_row(folder, now=time.time())
+        ls_row(folder, now=time.time())
         passport_files.rebuild(folder, version="0")
     return snap
 

@@ -1,7 +1,7 @@
 """Replay gives what the live view had: a real run watched by the live engine as its records
 arrived (agent over the socket, a scripted GPU sampler at 10 Hz), then its log replayed.
 
-``tm``'s own run mode (``launcher.run_command``) runs in this process with ``Live`` swapped for
+``tm``'s own run mode (``commands.run.run_command``) runs in this process with ``Live`` swapped for
 a subclass that keeps what the live engine held: the final snapshot ``close_run`` returned,
 the chart history, and after every ingested batch the engine's snapshot and the log's length.
 """
@@ -13,7 +13,7 @@ import sys
 import pytest
 from conftest import EXAMPLE, ROOT, Clock
 
-from trainmeter import cli
+from trainmeter.commands import run
 from trainmeter.core import records
 from trainmeter.core.engine import replay
 from trainmeter.jupyter.replay import load, series_table, text_table
@@ -78,12 +78,12 @@ def watched(tmp_path_factory, monkeypatch_module):
     monkeypatch_module.chdir(work)
     monkeypatch_module.setenv("PYTHONPATH", str(ROOT))
     monkeypatch_module.setattr(launcher, "Live", _Watched)
-    args = cli._run_parser().parse_args(["--budget-tokens", "1M", "--", "x"])
+    args = run.run_parser().parse_args(["--budget-tokens", "1M", "--", "x"])
     cmd = [sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--eval-every", "10",
            "--batch-size", "4", "--seq-len", "32"]  # fmt: skip
-    rc = launcher.run_command(cmd, "replay-test", cli._run_opts(args), quiet=True,
-                              root=str(work / ".trainmeter"), web=False,
-                              gpu_backend="fake:h100x2", sample_hz=10.0)  # fmt: skip
+    rc = run.run_command(cmd, "replay-test", run.run_opts(args), quiet=True,
+                         root=str(work / ".trainmeter"), web=False,
+                         gpu_backend="fake:h100x2", sample_hz=10.0)  # fmt: skip
     assert rc == 0
     return _Watched.last
 

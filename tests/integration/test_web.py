@@ -362,9 +362,9 @@ def test_tm_runs_the_child_without_a_page_when_no_port_is_free(workdir):
 
 
 def test_the_default_port_is_documented():
-    from trainmeter.cli import _run_parser
+    from trainmeter.commands.run import run_parser
 
-    assert _run_parser().parse_args(["x.py"]).port == DEFAULT_PORT == 8470
+    assert run_parser().parse_args(["x.py"]).port == DEFAULT_PORT == 8470
 
 
 @pytest.mark.slow

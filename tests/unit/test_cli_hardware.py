@@ -1,6 +1,6 @@
-"""``tm peaks`` and ``tm doctor`` (trainmeter/cli.py, trainmeter/doctor.py), run in-process
-against the peaks table and fake GPU backends, and once on this machine as it is; ``tm --device``
-checked before the command runs."""
+"""``tm peaks`` and ``tm doctor`` (trainmeter/commands/peaks.py, commands/doctor.py and the
+report in trainmeter/doctor.py), run in-process against the peaks table and fake GPU backends,
+and once on this machine as it is; ``tm --device`` checked before the command runs."""
 
 import importlib.metadata
 import json

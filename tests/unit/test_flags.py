@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from trainmeter import cli
+from trainmeter.commands.run import run_opts, run_parser
 
 HUGE = "9" * 5000  # past int()'s 4300-digit limit
 LONG = "1" * 4000  # an int() reads it: bounds, not the parser, must refuse it
@@ -101,8 +102,8 @@ def test_a_flag_value_that_is_not_finite_or_beyond_its_bound_is_one_line_and_exi
 def test_the_bounds_themselves_are_accepted():
     # the largest values each rule states, read back exactly (by hand: 10**18, 1e18, 1e30)
     argv = ["--budget-tokens", "1e18", "--budget-flops", "1e30", "--peak", "1e18"]
-    args = cli._run_parser().parse_args([*argv, "--name", "n" * 200, "--", "true"])
-    opts = cli._run_opts(args)
+    args = run_parser().parse_args([*argv, "--name", "n" * 200, "--", "true"])
+    opts = run_opts(args)
     assert opts["budget_tokens"] == 10**18
     assert opts["budget_flops"] == 1e30 and opts["peak_flops"] == 1e18
     assert args.name == "n" * 200

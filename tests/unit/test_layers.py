@@ -39,11 +39,12 @@ def test_core_imports_only_the_standard_library_and_itself(path):
 
 
 @pytest.mark.parametrize("path", _files("agent"), ids=lambda p: p.name)
-def test_agent_imports_only_stdlib_core_records_catalog_hfconfig_and_itself(path):
-    # records (the wire schema), catalog (series names to roles) and hfconfig (config field
-    # names): all pure, stdlib only, importing nothing else of ours
+def test_agent_imports_only_stdlib_core_records_catalog_hfconfig_envnames_and_itself(path):
+    # records (the wire schema), catalog (series names to roles), hfconfig (config field
+    # names) and envnames (the environment variables tm sets): all pure, stdlib only,
+    # importing nothing else of ours
     allowed = ("trainmeter.agent", "trainmeter.core.records", "trainmeter.core.catalog",
-               "trainmeter.core.hfconfig")  # fmt: skip
+               "trainmeter.core.hfconfig", "trainmeter.core.envnames")  # fmt: skip
     for mod, top in _imports(path):
         root = mod.split(".")[0]
         ok = root in STDLIB or mod.startswith(allowed)
@@ -57,6 +58,31 @@ def test_sources_import_only_the_core_and_themselves_of_ours(path):
     for mod, _ in _imports(path):
         if mod.split(".")[0] == "trainmeter":
             assert mod.startswith(("trainmeter.core", "trainmeter.sources")), f"{path.name}: {mod}"
+
+
+def _constants(path: Path):
+    """Every string constant in a file's code (docstrings included)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value
+
+
+def test_environment_variable_names_are_spelled_only_in_core_envnames():
+    """The supervisor sets what the agent reads: one spelling of each name, in core/envnames.py.
+    The injected sitecustomize spells the socket's out (it imports nothing of ours unless the
+    variable is set), so it is held to the same spelling here."""
+    from trainmeter.core import envnames
+
+    named = {v for k, v in vars(envnames).items() if k.isupper()}
+    for path in PKG.rglob("*.py"):
+        if path.name == "envnames.py":
+            continue
+        spelled = {c for c in _constants(path) if c.startswith("TRAINMETER_") and c.isupper()}
+        if path.name == "sitecustomize.py":
+            assert spelled == {envnames.SOCKET}, f"{path}: {spelled}"
+            continue
+        assert spelled == set(), f"{path} spells {sorted(spelled)}: use core/envnames.py"
+    assert len(named) == len(vars(envnames)["__all__"])  # every name exported, none twice
 
 
 def test_only_sources_gpu_touches_nvml():
@@ -157,15 +183,9 @@ LAYERS = {
     # the public facade: trainmeter.emit, and IPython's %load_ext entry points
     "__init__": {"_version", "agent", "jupyter"},
 }
-# Imports that run up a layer today, each named (the test fails on any other, and on one of
-# these once it is gone, so that the list only shrinks): the launcher of `tm` opens the page
-# and takes the agent's environment variable names from agent.runtime.
-KNOWN_UPWARD = {
-    ("trainmeter.supervisor.launcher", "trainmeter.agent.runtime"),
-    ("trainmeter.supervisor.launcher", "trainmeter.web"),
-    ("trainmeter.supervisor.launcher", "trainmeter.web.prometheus"),
-    ("trainmeter.supervisor.launcher", "trainmeter.web.server"),
-}
+# Imports that run up a layer, each named (the test fails on any other, and on one of these
+# once it is gone, so that the list only shrinks): none left.
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def _module_name(path: Path) -> str:

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 from IPython.core.magic_arguments import parse_argstring
 
-from trainmeter import cli
+from trainmeter.commands.run import run_opts, run_parser
 from trainmeter.core.options import RunOptions, run_options
 from trainmeter.jupyter import magics
 
@@ -15,7 +15,7 @@ FLAGS = ["--budget-tokens", "20B", "--budget-flops", "2.5e21", "--peak", "312T",
 
 
 def test_tm_and_the_magic_record_the_same_options_for_the_same_flags():
-    tm = cli._run_opts(cli._run_parser().parse_args([*FLAGS, "--", "true"]))
+    tm = run_opts(run_parser().parse_args([*FLAGS, "--", "true"]))
     cell = magics._opts(parse_argstring(magics.TrainmeterMagics.trainmeter, " ".join(FLAGS)))
     # by hand: 20B = 2e10 tokens, 312T = 3.12e14 FLOP/s, bfloat16 is bf16
     expected = {"budget_tokens": 20_000_000_000, "budget_flops": 2.5e21, "convention": "hf",

@@ -284,7 +284,7 @@ def test_a_bad_prometheus_flag_is_a_usage_error(capsys):
 
 
 def test_a_taken_port_is_one_line_and_the_run_goes_on(capsys):
-    from trainmeter.supervisor import launcher
+    from trainmeter.commands import serve
 
     class _Live:
         def snapshot(self):
@@ -294,7 +294,7 @@ def test_a_taken_port_is_one_line_and_the_run_goes_on(capsys):
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        assert launcher._start_metrics(_Live(), ("127.0.0.1", port)) is None
+        assert serve._start_metrics(_Live(), ("127.0.0.1", port)) is None
     err = capsys.readouterr().err
     assert err.startswith(f"[trainmeter] no Prometheus endpoint on 127.0.0.1:{port} (")
     assert err.endswith("; the run goes on\n") and err.count("\n") == 1

@@ -13,13 +13,10 @@ import time
 
 from trainmeter.agent import guard
 from trainmeter.agent.step_clock import new_step_count, steps_taken
+from trainmeter.core.envnames import NO_TAP, PAD_TOKENS, SOCKET
 
 # Imported by every `import trainmeter` (emit lives here): the socket, JSON and import-hook
 # machinery load only when an agent is installed, so a plain script pays ~nothing.
-
-ENV_SOCKET = "TRAINMETER_SOCKET"
-ENV_NO_TAP = "TRAINMETER_NO_TAP"
-ENV_PAD_TOKENS = "TRAINMETER_PAD_TOKENS"  # "skip": count non-pad tokens (agent/pad_tokens.py)
 
 _agent: Agent | None = None
 
@@ -42,7 +39,7 @@ class Agent:
         self.rank = _env_int("RANK", 0)
         self.world_size = _env_int("WORLD_SIZE", 1)
         self.armed = armed
-        self.pad_skip = os.environ.get(ENV_PAD_TOKENS) == "skip"  # tm --pad-tokens skip
+        self.pad_skip = os.environ.get(PAD_TOKENS) == "skip"  # tm --pad-tokens skip
         self.steps = new_step_count()  # the clock optimizer's steps, in this process
         self.torch_taps = None
         self.tracker_taps = None  # created when the user's code imports a tracker
@@ -184,10 +181,10 @@ def install(socket_path: str, armed: bool = True, taps: bool = True) -> Agent | 
 
 def install_from_env() -> Agent | None:
     """``install`` from ``TRAINMETER_SOCKET`` (set by ``tm`` for its child); None if unset."""
-    path = os.environ.get(ENV_SOCKET)
+    path = os.environ.get(SOCKET)
     if not path:
         return None
-    return install(path, taps=os.environ.get(ENV_NO_TAP) != "1")
+    return install(path, taps=os.environ.get(NO_TAP) != "1")
 
 
 def current() -> Agent | None:

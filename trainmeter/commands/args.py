@@ -1,7 +1,7 @@
 """What the ``tm`` commands share: the argument parser that refuses abbreviations and names
-the closest flag, the argparse types of the flags several commands take, and the arguments of
-every command that reads a finished run. ``cli.py`` and every module of ``commands/`` use these;
-nothing here starts anything.
+the closest flag, the argparse types of the flags several commands take, the arguments of
+every command that reads a finished run, and the one line for a run that cannot be read. Every
+module of ``commands/`` uses these; nothing here starts anything.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from pathlib import Path
 
 from trainmeter.core.options import parse_dtype
 from trainmeter.core.units import quoted, run_name
-
-ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"
 
 
 class Parser(argparse.ArgumentParser):
@@ -123,3 +121,10 @@ def run_arguments(p: argparse.ArgumentParser, run: bool = True) -> None:
     if run:
         p.add_argument("run", nargs="?", help="run id, id prefix or folder (default: the newest)")
     p.add_argument("--dir", default=None, help="the .trainmeter folder (default ./.trainmeter)")
+
+
+def os_error(exc: OSError) -> str:
+    """One line for a run or log that cannot be read (``tm replay``, ``tm ls``)."""
+    if exc.filename is not None and exc.strerror:
+        return f"cannot read {exc.filename}: {exc.strerror}"
+    return str(exc)

@@ -7,7 +7,7 @@ counters of the GPUs it uses (NVML's per-GPU process lists say which; all GPUs w
 it). The run's options hold ``attached: PID``, so the engine says what is missing and why.
 
 ``tm attach`` opens a run as ``tm`` does (``Live``, the sampler, the dashboard page from
-``supervisor.launcher``), polls the process every ``POLL_S`` seconds, and when it has ended
+``commands/serve.py``), polls the process every ``POLL_S`` seconds, and when it has ended
 (gone, a zombie, or its pid reused by another process) takes a last reading, closes the run log
 and exits 0. Ctrl-C, SIGTERM or SIGHUP stop the watching (the run ends ``interrupted``, exit
 128 + the signal's number); the watched process is never signalled (only ``kill(pid, 0)``, which
@@ -27,7 +27,6 @@ import sys
 import threading
 
 from trainmeter.commands.args import (
-    ENV_GPU_BACKEND,
     Parser,
     default_name,
     gpu_backend_spec,
@@ -36,6 +35,7 @@ from trainmeter.commands.args import (
     port_arg,
     runs_dir_arg,
 )
+from trainmeter.core.envnames import GPU_BACKEND
 from trainmeter.core.summary import summary_line
 from trainmeter.core.units import quoted
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
@@ -62,9 +62,9 @@ def _parser() -> argparse.ArgumentParser:
                 "FLOPs). Ends when the program ends.")  # fmt: skip
     p.add_argument("pid", type=_pid, metavar="PID", help="the process to watch (yours)")
     p.add_argument("--name", type=name_arg, help="run name (default: its script's name)")
-    p.add_argument("--gpu-backend", metavar="SPEC", default=os.environ.get(ENV_GPU_BACKEND),
+    p.add_argument("--gpu-backend", metavar="SPEC", default=os.environ.get(GPU_BACKEND),
                    help="GPU counters: nvml, none, fake:h100x2, ... (default: "
-                        f"${ENV_GPU_BACKEND}, else NVML when it loads)")  # fmt: skip
+                        f"${GPU_BACKEND}, else NVML when it loads)")  # fmt: skip
     p.add_argument("--sample-hz", type=hz_arg, default=1.0, metavar="HZ",
                    help="samples per second, 1 to 10 (default 1)")  # fmt: skip
     p.add_argument("--port", type=port_arg, default=DEFAULT_PORT,
@@ -119,7 +119,7 @@ def attach(watch, name: str, *, quiet: bool = False, root: str | None = None, we
            poll_s: float = POLL_S) -> int:  # fmt: skip
     """Watch ``watch`` (a ``ProcessSource``) until its process ends (0) or a signal stops the
     watching (128 + its number); the run log and page as under ``tm``."""
-    from trainmeter.supervisor.launcher import close_page, open_page
+    from trainmeter.commands.serve import close_page, open_page
     from trainmeter.supervisor.live import Live
 
     say = (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr, flush=True))

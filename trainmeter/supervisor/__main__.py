@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 
+from trainmeter.core.envnames import GPU_BACKEND, SAMPLE_HZ
 from trainmeter.core.records import SEGMENT_STATUSES
 from trainmeter.supervisor.exit_counts import apply_exit_files
 from trainmeter.supervisor.ingest import Server
@@ -24,8 +25,6 @@ from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.sampler import DEFAULT_HZ, MAX_HZ, MIN_HZ, Sampler
 
 PARENT_POLL_S = 0.5
-ENV_GPU_BACKEND = "TRAINMETER_GPU_BACKEND"  # same variable as tm's --gpu-backend default
-ENV_SAMPLE_HZ = "TRAINMETER_SAMPLE_HZ"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,13 +64,13 @@ def _sampler(live: Live, kernel: int) -> Sampler:
     with its reason, shown in every run's notes: no run is open yet to take a note now."""
     from trainmeter.sources import HostSource, NoneBackend, check_spec, open_backend
 
-    spec = os.environ.get(ENV_GPU_BACKEND) or None
+    spec = os.environ.get(GPU_BACKEND) or None
     try:
         backend = open_backend(check_spec(spec))
     except Exception as exc:
-        backend = NoneBackend(f"${ENV_GPU_BACKEND}={spec}: {exc}")
+        backend = NoneBackend(f"${GPU_BACKEND}={spec}: {exc}")
     try:
-        hz = float(os.environ.get(ENV_SAMPLE_HZ) or DEFAULT_HZ)
+        hz = float(os.environ.get(SAMPLE_HZ) or DEFAULT_HZ)
     except ValueError:
         hz = DEFAULT_HZ
     if not MIN_HZ <= hz <= MAX_HZ:

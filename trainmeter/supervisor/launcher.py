@@ -1,10 +1,11 @@
 """``tm``'s run mode: start the training command as a child, supervise it, report.
 
 The ``tm`` process is the supervisor: it serves the socket, writes the run log (the one
-writer), keeps the live engine and serves the dashboard page on loopback
-(:mod:`trainmeter.web.server`), while the child runs with the agent injected through
-``sitecustomize``. Signals reach the child once, as without ``tm`` (:mod:`.signals`), and
-``tm`` ends with the child's exit status.
+writer) and keeps the live engine, while the child runs with the agent injected through
+``sitecustomize``. What is served beside the run (the dashboard page, the Prometheus endpoint)
+is the command layer's, started and stopped through :class:`Views` (``commands/serve.py``).
+Signals reach the child once, as without ``tm`` (:mod:`.signals`), and ``tm`` ends with the
+child's exit status.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainmeter.agent.runtime import ENV_NO_TAP, ENV_PAD_TOKENS, ENV_SOCKET
+from trainmeter.core.envnames import NO_TAP, PAD_TOKENS, SOCKET
 from trainmeter.core.summary import summary_line
 from trainmeter.supervisor import signals
 from trainmeter.supervisor.exit_counts import apply_exit_files
 from trainmeter.supervisor.ingest import Server, private_socket_path
 from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.sampler import DEFAULT_HZ, start_sampler
-from trainmeter.web import DEFAULT_PORT
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "agent" / "boot"
 # After the child exits: wait for the agents' last lines while they arrive (some in the last
@@ -43,45 +43,56 @@ def child_env(socket_path: str, no_tap: bool = False, base: dict | None = None,
     env = dict(os.environ if base is None else base)
     parts = [str(BOOT_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(parts)
-    env[ENV_SOCKET] = socket_path
+    env[SOCKET] = socket_path
     if no_tap:
-        env[ENV_NO_TAP] = "1"
+        env[NO_TAP] = "1"
     if pad_tokens:
-        env[ENV_PAD_TOKENS] = pad_tokens
+        env[PAD_TOKENS] = pad_tokens
     return env
 
 
+class Views:
+    """What is served beside a run (the dashboard page, the Prometheus endpoint): the command
+    layer's, so the supervisor imports no web code. :func:`run_command` calls :meth:`start`
+    before the run opens, :meth:`opened` once it is open, and :meth:`close` after the run log
+    is closed; this base serves nothing. None of them may stop the run: a view that cannot
+    start says so in one line and is left out."""
+
+    def start(self, live: Live) -> dict[str, Any]:
+        """Before the run opens: options to add to the run's ``opts`` (an address served)."""
+        return {}
+
+    def opened(self, live: Live) -> str:
+        """Once the run is open: what the start line says after the run id
+        (``" · dashboard URL"``), or ""."""
+        return ""
+
+    def close(self) -> None:
+        """After the run log is closed (``run_end`` written): send the final state and stop
+        serving, before ``live``'s subscribers are woken for good."""
+
+
 def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool = False,
-                no_tap: bool = False, root: str | None = None, web: bool = True,
-                port: int = DEFAULT_PORT, gpu_backend: str | None = None,
-                sample_hz: float = DEFAULT_HZ,
-                prometheus: tuple[str, int] | None = None) -> int:  # fmt: skip
+                no_tap: bool = False, root: str | None = None, gpu_backend: str | None = None,
+                sample_hz: float = DEFAULT_HZ, views: Views | None = None) -> int:  # fmt: skip
     """Run ``cmd`` under trainmeter; returns the exit code ``tm`` should end with.
 
-    With ``web``, the dashboard page is served on 127.0.0.1 from ``port`` (or the next free
-    port above it) and its URL is in the start line; a page that cannot start is one line on
-    stderr, never a reason not to run the command. ``gpu_backend`` (``sources.open_backend``'s
-    spec; None: NVML when it loads) is sampled ``sample_hz`` times a second into the run log.
+    ``gpu_backend`` (``sources.open_backend``'s spec; None: NVML when it loads) is sampled
+    ``sample_hz`` times a second into the run log. ``views`` (default: none) serve the run
+    while it is open (:class:`Views`).
 
     A child killed by signal N makes ``tm`` kill itself with N after closing the log, so the
     calling shell sees the same death; the returned ``128 + N`` is the fallback.
-
-    ``prometheus`` (host, port): serve live metrics there for Prometheus
-    (:mod:`trainmeter.web.prometheus`); the bound address is in the start line and in the run's
-    options (``prometheus``); one that cannot start is one line on stderr, like the page.
     """
+    views = views if views is not None else Views()
     path = private_socket_path()
     live = Live(root)
     server = Server(path, live)
     server.serve_in_thread()
-    metrics = _start_metrics(live, prometheus) if prometheus else None
-    if metrics is not None:
-        opts = {**opts, "prometheus": metrics.address}
+    opts = {**opts, **views.start(live)}
     info = live.open_run(name, cmd, opts)
     say = (lambda s: None) if quiet else (lambda s: print(s, file=sys.stderr, flush=True))
-    page = open_page(live, web, port)
-    url = f" · dashboard {page.url}" if page is not None else ""
-    url += f" · prometheus {metrics.url}" if metrics is not None else ""
+    url = views.opened(live)
     say(f"[trainmeter] run {info['run_id']}{url} · {' '.join(cmd)} · log {info['log']}")
     try:
         env = child_env(path, no_tap, pad_tokens=opts.get("pad_tokens"))
@@ -89,7 +100,7 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
     except OSError as exc:
         print(f"tm: cannot start {cmd[0]!r}: {exc.strerror or exc}", file=sys.stderr)
         live.close_run("error", 127)
-        _stop(server, path, page, metrics)
+        _stop(server, path, views)
         return 127
     sampler = start_sampler(live, gpu_backend, sample_hz, lambda: [proc.pid, *live.agent_pids()])
     rc = signals.wait(proc)
@@ -99,7 +110,7 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
         sampler.stop()
     status = "ok" if rc == 0 else "interrupted" if rc in (-signal.SIGINT, 130) else "error"
     snap = live.close_run(status, rc)
-    _stop(server, path, page, metrics)
+    _stop(server, path, views)
     if snap is not None:
         if not live.agents_seen:
             snap.setdefault("notes", []).append("no agent connected: is trainmeter installed "
@@ -168,49 +179,9 @@ def _any_alive(live: Live) -> bool:
     return False
 
 
-def open_page(live: Live, web: bool, port: int):
-    """The dashboard page for ``live`` (``tm`` and ``tm attach``): None without ``web`` or when
-    it cannot start (one line on stderr). End it with :func:`close_page` once the run is closed."""
-    return _start_page(live, port) if web else None
-
-
-def close_page(live: Live, page=None) -> None:
-    """Send open pages the final state (``run_end`` is written) and the stream's end, then wake
-    ``live``'s subscribers for good."""
-    if page is not None:
-        page.close()
-    live.shutdown()
-
-
-def _start_page(live: Live, port: int):
-    """The dashboard page, or None (after one line on stderr) when it cannot start."""
-    try:
-        from trainmeter.web.server import start_page
-
-        return start_page(live, port)
-    except Exception as exc:  # the page is a view: never a reason not to run the command
-        print(f"[trainmeter] no dashboard page ({exc!r}); the run goes on", file=sys.stderr)
-        return None
-
-
-def _start_metrics(live: Live, address: tuple[str, int]):
-    """The Prometheus endpoint, or None (after one line on stderr) when it cannot start."""
-    from trainmeter.supervisor.store import job_facts
-    from trainmeter.web.prometheus import start_exporter
-
-    try:
-        job = job_facts(os.environ) or {}
-        return start_exporter(live.snapshot, *address, job_id=job.get("id"))
-    except OSError as exc:  # a port taken: the metrics are a view, never a reason not to run
-        print(f"[trainmeter] no Prometheus endpoint on {address[0]}:{address[1]} "
-              f"({exc.strerror or exc}); the run goes on", file=sys.stderr)  # fmt: skip
-        return None
-
-
-def _stop(server: Server, path: str, page=None, metrics=None) -> None:
-    if metrics is not None:
-        metrics.close()
-    close_page(server.live, page)
+def _stop(server: Server, path: str, views: Views) -> None:
+    views.close()
+    server.live.shutdown()
     server.shutdown()
     server.server_close()
     shutil.rmtree(os.path.dirname(path), ignore_errors=True)

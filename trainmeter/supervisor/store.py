@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from trainmeter.core.envnames import JOB_ID
 from trainmeter.core.records import encode
 
 DEFAULT_ROOT = Path(".trainmeter")
@@ -38,7 +39,7 @@ def new_run_id(now: float | None = None) -> str:
 # is the user's own; Slurm sets its ids in every task srun starts; torchrun's rendezvous id and
 # MASTER_ADDR/PORT reach tm only when the job script exports them (torchrun sets them for its
 # children, after tm started).
-JOB_ID_ENV = (("TRAINMETER_JOB_ID", ""), ("SLURM_JOB_ID", "slurm:"),
+JOB_ID_ENV = ((JOB_ID, ""), ("SLURM_JOB_ID", "slurm:"),
               ("TORCHELASTIC_RUN_ID", "torchelastic:"))  # fmt: skip
 NODE_RANK_ENV = ("SLURM_NODEID", "GROUP_RANK", "NODE_RANK", "PET_NODE_RANK")
 NODES_ENV = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES", "NNODES", "PET_NNODES")
