@@ -6,7 +6,9 @@ the values that class holds. transformers is a test dependency (pyproject ``test
 nothing is downloaded: configs are built from their classes.
 """
 
+import ast
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import transformers
@@ -171,11 +173,85 @@ def test_gated_activation_names(name, gated):
 def test_the_module_imports_only_the_standard_library():
     # the agent imports it inside every training process (tests/unit/test_layers.py allows it
     # there), so it may bring nothing else of ours along, core included
-    import ast
     import sys
-    from pathlib import Path
 
     tree = ast.parse(Path(hfconfig.__file__).read_text())
     mods = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     mods |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert {m.split(".")[0] for m in mods} <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+# -- one table: the agent and tm plan spell no config name of their own -------------------------
+_READERS = ("agent/describe.py", "core/presets.py")  # the two readers of a model's config
+_LOOKUPS = (ast.Subscript, ast.Compare, ast.Call)
+
+
+def _table_names() -> set[str]:
+    """Every config key and activation name the table knows."""
+    names = {"model_type", *hfconfig.GENERIC_ACTS, *hfconfig.GENERIC_NULL_FFN, *hfconfig.MOE_KEYS,
+             *hfconfig.GATED_ACTS, *hfconfig.MODULE_HEADS,
+             *(key for key, _ in hfconfig.FLAGS.values())}  # fmt: skip
+    for fam in hfconfig.FAMILIES.values():
+        names |= {*fam.keys.values(), *([fam.act] if fam.act else []), *(fam.one_kv_head or ())}
+    for spelled in hfconfig.GENERIC.values():
+        names |= set(spelled)
+    return names
+
+
+def _code_strings(tree: ast.AST) -> list[ast.Constant]:
+    """The string constants of a module's code (docstrings left out: they may cite names)."""
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr)}  # fmt: skip
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in docs]  # fmt: skip
+
+
+def _config_lookups(tree: ast.AST) -> list[str]:
+    """Keys given as literals to a lookup on something named like a config: ``config.get("k")``,
+    ``config["k"]``, ``"k" in config``, ``getattr(config, "k")``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            target, args = node.func.value, node.args[:1] if node.func.attr == "get" else []
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr":
+            target, args = (node.args[0], node.args[1:2]) if node.args else (None, [])
+        elif isinstance(node, ast.Subscript):
+            target, args = node.value, [node.slice]
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            target, args = node.comparators[0], [node.left]
+        else:
+            continue
+        text = ast.unparse(target).lower() if target is not None else ""
+        if "config" in text and not text.startswith("hfconfig."):  # not the table itself
+            found += [a.value for a in args if isinstance(a, ast.Constant)
+                      and isinstance(a.value, str)]  # fmt: skip
+    return found
+
+
+@pytest.mark.parametrize("relpath", _READERS)
+def test_the_agent_and_tm_plan_read_config_names_only_from_the_table(relpath):
+    """``agent/describe.py`` (a live model's config) and ``core/presets.py`` (``tm plan``'s
+    config.json) once kept names of their own and disagreed (one knew ``reglu`` as a gated
+    activation, the other did not). Neither may spell a config key or activation name the
+    table knows (trainmeter's own field names, such as ``head_dim``, aside), nor look a config
+    up by a literal key: every name comes from ``core/hfconfig.py``."""
+    path = Path(hfconfig.__file__).parents[1] / relpath
+    tree = ast.parse(path.read_text())
+    ours = {*hfconfig.FIELDS, *hfconfig.FLAGS}  # field names: trainmeter's own vocabulary
+    spelled = sorted({n.value for n in _code_strings(tree)} & (_table_names() - ours))
+    assert spelled == [], f"{relpath} spells config names of its own: {spelled}"
+    assert _config_lookups(tree) == [], f"{relpath} looks a config up by a literal key"
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module for a in n.names}  # fmt: skip
+    assert "trainmeter.core.hfconfig" in imported  # it reads configs through the table
+
+
+def test_the_checks_above_see_a_mapping_of_ones_own():
+    """The check itself can fail: a reader's own spelling, and a literal lookup of a name the
+    table does not know, are both found."""
+    tree = ast.parse('"""Reads n_layer."""\nACTS = ("swiglu", "reglu")\n'
+                     'def f(config):\n    return config.get("n_layerz") or cfg["x"]\n')  # fmt: skip
+    assert {n.value for n in _code_strings(tree)} & _table_names() == {"swiglu", "reglu"}
+    assert _config_lookups(tree) == ["n_layerz"]

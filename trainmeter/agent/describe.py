@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from trainmeter.core.hfconfig import MODULE_HEADS
 from trainmeter.core.hfconfig import read as read_config
 
 # Wrappers that hold the user's model in an attribute and add no parameters of their own:
@@ -139,7 +140,7 @@ def _block_list(model, nn, layers: int | None):
 
 def _heads(model) -> int | None:
     for m in model.modules():
-        for attr in ("n_head", "num_heads", "num_attention_heads", "n_heads", "nhead"):
+        for attr in MODULE_HEADS:
             value = getattr(m, attr, None)
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 return value

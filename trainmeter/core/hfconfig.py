@@ -146,6 +146,28 @@ GATED_PREFIX = "gated-"
 # Mixture-of-experts fields (a config with one of these, non-zero, is not a dense model).
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 
+# Yes/no fields (``tm plan``'s layout): field -> (config key, value when absent or null).
+# PretrainedConfig ties the output head to the token table unless told not to
+# (configuration_utils.py); LlamaConfig's attention_bias and mlp_bias default to false.
+FLAGS: dict[str, tuple[str, bool]] = {
+    "tied_embeddings": ("tie_word_embeddings", True),
+    "attention_bias": ("attention_bias", False),
+    "mlp_bias": ("mlp_bias", False),
+}
+
+# An attention module's own head count, for a model without a config (the agent reads the
+# first module that has one): nanoGPT's CausalSelfAttention.n_head, torch's
+# nn.MultiheadAttention.num_heads, Hugging Face attention modules' num_heads or
+# num_attention_heads, and the nhead some hand-written blocks keep.
+MODULE_HEADS = ("n_head", "num_heads", "num_attention_heads", "n_heads", "nhead")
+
+
+def spelled_like_gpt2(config: Mapping[str, Any]) -> bool:
+    """Whether a config.json spells the width GPT-2's way (``n_embd``) and not Llama's
+    (``hidden_size``): ``tm plan`` then reads a config naming no ``model_type`` as GPT-2's, and
+    plans GPT-2's layout."""
+    return _GPT2["width"] in config and _LLAMA["width"] not in config
+
 
 def gated_activation(name: str) -> bool:
     """True when the activation ``name`` means a gated MLP: one of :data:`GATED_ACTS` or T5's
@@ -303,14 +325,17 @@ def _gating(get, fam: Family | None, out: Reading) -> tuple[bool | None, dict[st
 __all__ = [
     "FAMILIES",
     "FIELDS",
+    "FLAGS",
     "GATED_ACTS",
     "GENERIC",
     "GENERIC_ACTS",
+    "MODULE_HEADS",
     "MOE_KEYS",
     "Family",
     "Reading",
     "family_of",
     "gated_activation",
     "read",
+    "spelled_like_gpt2",
     "spellings",
 ]

@@ -371,9 +371,9 @@ def _from_hf_config(config: Mapping[str, Any], context: int | None) -> Architect
             f"field {moe[0]} describes a mixture-of-experts model; tm plan counts dense models "
             "only (describe the active part with --layers/--width/... flags)"
         )
-    spelled_gpt2 = "n_embd" in config and "hidden_size" not in config
+    spelled_gpt2 = hfconfig.spelled_like_gpt2(config)
     r = hfconfig.read(config, default_family="gpt2" if spelled_gpt2 else None)
-    gpt2 = config.get("model_type") == "gpt2" or spelled_gpt2
+    gpt2 = r.family == "gpt2" or spelled_gpt2  # model_type "gpt2", or GPT-2's spelling
     sizes = {name: _need(r, name) for name in ("layers", "width", "heads", "vocab", "ffn")}
     positions = _need(r, "context") if gpt2 else 0
     if context is None:
@@ -384,10 +384,10 @@ def _from_hf_config(config: Mapping[str, Any], context: int | None) -> Architect
         head_dim=_optional(r, "head_dim"),
         gated_mlp=_gated(r),
         context=context,
-        tied_embeddings=_flag(config, "tie_word_embeddings", True),
+        tied_embeddings=_flag(config, *hfconfig.FLAGS["tied_embeddings"]),
         position_table=positions,
-        attention_bias=gpt2 or _flag(config, "attention_bias", False),
-        mlp_bias=gpt2 or _flag(config, "mlp_bias", False),
+        attention_bias=gpt2 or _flag(config, *hfconfig.FLAGS["attention_bias"]),
+        mlp_bias=gpt2 or _flag(config, *hfconfig.FLAGS["mlp_bias"]),
         norm_bias=gpt2,
     )
 
