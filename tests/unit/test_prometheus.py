@@ -174,6 +174,23 @@ def test_each_rank_has_its_arrival_lag_the_jobs_wait_on_it_and_its_time_per_buck
                 and ("rank", "0") in k[1]]  # fmt: skip
 
 
+def test_a_merged_runs_ranks_carry_their_own_node():
+    """``rank_nodes`` (a merged log's): each rank's families carry that rank's node, as its
+    node's own ``tm`` labels them live; a rank with no node keeps the supervisor's."""
+    snap = {**SNAP, "rank_nodes": {"0": "node-a", "1": "node-b"}, "rank_lag_s": {"1": 0.031},
+            "rank_time_split": {"1": {"compute": 40.0}}}  # fmt: skip
+    s = _scrape(snap)
+    assert _get(s, "trainmeter_rank_steps_total", rank="1", node="node-b") == 118
+    assert _get(s, "trainmeter_rank_lag_seconds", rank="1", node="node-b") == 0.031
+    assert _get(s, "trainmeter_rank_time_split_seconds", rank="1", node="node-b",
+                bucket="compute") == 40.0  # fmt: skip
+    assert _get(s, "trainmeter_rank_straggler", rank="0", node="node-a") == 0
+    plain = _scrape(SNAP)
+    assert {dict(k[1])["node"] for k in plain if k[0] == "trainmeter_rank_steps_total"} == {
+        "gpu-017"
+    }
+
+
 def test_a_node_without_rank_0_exports_its_ranks_and_gpus_but_no_job_wide_figures():
     snap = {**SNAP, "ranks": {"8": 40, "9": 40}, "rank_step_time_s": {"8": 0.2, "9": 0.2},
             "stragglers": None, "step": 0, "tokens": 0}  # fmt: skip

@@ -24,6 +24,7 @@ from typing import Any
 from trainmeter.core import catalog, flops, metrics, peaks, plan, rank_models
 from trainmeter.core.drops import Drops, drop_text
 from trainmeter.core.hardware import HardwareState
+from trainmeter.core.options import LoggedOptions, from_record
 from trainmeter.core.rank_counts import RankCounts
 from trainmeter.core.ranks import Ranks
 from trainmeter.core.records import SPAN_KINDS
@@ -139,7 +140,8 @@ class Engine:
 
     def __init__(self, timeline_cap: int = DEFAULT_CAP) -> None:
         self.run: dict[str, Any] = {"state": "idle", "segment": 0}
-        self.opts: dict[str, Any] = {}
+        self.opts: dict[str, Any] = {}  # the log's, as written (read through ``options``)
+        self._options: tuple[dict[str, Any], LoggedOptions] = ({}, LoggedOptions())
         # (node, pid) -> the agent's hello fields: pids repeat across a merged log's nodes
         self.agents: dict[tuple[str | None, int], dict[str, Any]] = {}
         self.world = 1  # the largest world size any agent reported
@@ -185,6 +187,16 @@ class Engine:
         self._handlers = {  # record kind -> fold (a dict: apply runs for every record)
             name[4:]: getattr(self, name) for name in dir(self) if name.startswith("_on_")
         }
+
+    @property
+    def options(self) -> LoggedOptions:
+        """The run's options, read from the log's ``opts`` by ``options.from_record`` (a value
+        no flag could give is not given; it never raises), again only when they changed."""
+        seen, read = self._options
+        if seen != self.opts:
+            read = from_record(self.opts)
+            self._options = (dict(self.opts), read)
+        return read
 
     @property
     def rank_steps(self) -> dict[int, int]:
@@ -491,7 +503,7 @@ class Engine:
             return "mixed"
         if seen:
             return next(iter(seen))
-        return "non-pad" if self.opts.get("pad_tokens") == "skip" else "all positions"
+        return "non-pad" if self.options.pad_tokens == "skip" else "all positions"
 
     def _on_dropped(self, rec: dict) -> None:
         self.drops.apply(rec)
@@ -517,7 +529,7 @@ class Engine:
         c = self.clock
         rate = self.counts.rate(self.world)  # the job's, from every rank's own counts
         rate_avg = self.counts.rate_avg(self.world)
-        convention = self.opts.get("convention") or flops.DEFAULT_CONVENTION
+        convention = self.options.convention or flops.DEFAULT_CONVENTION
         # FLOPs per token at the token-weighted mean sequence length: of the run (FLOPs spent,
         # the run's MFU) and of the recent window (the MFU now); docs/spec.md "Snapshot"
         seq_mean = c.seq_sq / c.seq_tokens if c.seq_tokens else None
@@ -528,7 +540,7 @@ class Engine:
         gpus = self._gpus()
         if gpus == 0 and peak is not None:
             gpus = 1  # a declared peak on a CPU run: MFU divides by one device
-        budget_flops = _one_or_more(self.opts.get("budget_flops"))
+        budget_flops = _one_or_more(self.options.budget_flops)
         budget = self._budget_tokens(budget_flops, fpt.get(convention))
         elapsed = self._elapsed(now)
         moving = self._moving()
@@ -641,7 +653,7 @@ class Engine:
     def _budget_tokens(self, budget_flops: float | None, fpt: float | None) -> float | None:
         """The declared token budget; else ``budget_flops / fpt`` (FLOP over FLOP/token under
         the run's convention, docs/spec.md "Snapshot keys for the dashboard")."""
-        declared = _one_or_more(self.opts.get("budget_tokens"))
+        declared = _one_or_more(self.options.budget_tokens)
         if declared is not None or budget_flops is None or not fpt:
             return declared
         return _one_or_more(budget_flops / fpt)
@@ -650,7 +662,7 @@ class Engine:
         """The snapshot's ``plan``: :func:`plan.plan` at the declared or default MFU."""
         if peak is None or fpt is None:
             return None
-        declared = _positive(self.opts.get("plan_mfu"))
+        declared = _positive(self.options.plan_mfu)
         if declared is not None and declared > 1:
             declared = None  # not a fraction: plan with the default (a note says so)
         p = plan.plan(peak.flops, gpus, fpt, self.clock.tokens, budget if moving else None,
@@ -675,7 +687,7 @@ class Engine:
         if m.get("device") != "cuda":
             if (self.hw.fake or self._attached() is not None) and self.hw.whole_gpus():
                 return self.hw.whole_gpus()  # a demonstration run on fake GPUs
-            declared = _positive(self.opts.get("gpus"))
+            declared = _positive(self.options.gpus)
             if declared is not None:  # told otherwise
                 return int(min(declared, MAX_RANKS))
             if self._peak() is None:
@@ -690,26 +702,25 @@ class Engine:
     def _declared_peak(self) -> float | None:
         """``--peak`` (FLOP/s) when it is a finite number >= 1; a log's 0, 5e-324 or "x" is no
         declared peak (MFU would divide by it)."""
-        return _one_or_more(self.opts.get("peak_flops"))
+        return _one_or_more(self.options.peak_flops)
 
     def _device(self) -> str | None:
         """The device name the peak is looked up by: ``--device``, else the model's device,
         else (a fake backend's demonstration only) the fake GPU's name."""
         m = self.model or {}
-        if self.opts.get("device"):
-            return self.opts["device"]
+        if self.options.device:
+            return self.options.device
         if m.get("device") != "cuda" and self.hw.fake:
             return self.hw.device_name()
         return m.get("device_name")
 
     def _dtype(self) -> str | None:
         """The run's dtype: ``--dtype``, else what the agent saw (autocast, parameters)."""
-        return self.opts.get("dtype") or (self.model or {}).get("run_dtype")
+        return self.options.dtype or (self.model or {}).get("run_dtype")
 
     def _attached(self) -> int | None:
         """The pid ``tm attach`` watches (run option ``attached``), else None."""
-        pid = self.opts.get("attached")
-        return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+        return self.options.attached
 
     def _train_pids(self) -> list:
         """The training processes: the agents' (node, pid) pairs (a merged log's pids repeat
@@ -783,12 +794,12 @@ class Engine:
             known = f"for {device}" if device else "(no device seen yet)"
             out.append(f"no MFU: no dense peak is known {known}; declare one with --peak")
         if budget_flops is not None:
-            if self.opts.get("budget_tokens") is not None:
+            if self.options.budget_tokens is not None:
                 out.append("budget: tokens and FLOPs both declared; progress and ETA follow tokens")
             elif fpt.get(convention) is None:
                 out.append(f"budget: FLOPs declared but no FLOPs/token under {convention} yet, "
                            "so no token budget, progress or ETA")  # fmt: skip
-        plan_mfu = self.opts.get("plan_mfu")
+        plan_mfu = self.options.plan_mfu
         if plan_mfu is not None and not (_positive(plan_mfu) and plan_mfu <= 1):
             out.append(f"plan: MFU {plan_mfu!r} is not a fraction in (0, 1]; "
                        f"planned with {plan.DEFAULT_PLAN_MFU}")  # fmt: skip

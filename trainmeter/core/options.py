@@ -4,7 +4,8 @@ one frozen record, parsed from the typed text by one function for both surfaces.
 :func:`run_options` turns the flags' text into :class:`RunOptions` (every value checked, each
 error one line naming its flag); :meth:`RunOptions.record` is the ``opts`` object of the run
 log's ``run_start`` and ``segment_start`` records (docs/spec.md "Run log"). Physics only: a price
-is never an option (the physics-not-prices invariant).
+is never an option (the physics-not-prices invariant). The engine reads a log's ``opts`` back
+through one function, :func:`from_record`, which never raises (a log always replays).
 
 Pure standard library.
 """
@@ -12,7 +13,9 @@ Pure standard library.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from trainmeter.core import flops, peaks
 from trainmeter.core.units import (
@@ -71,6 +74,48 @@ class RunOptions:
     def record(self) -> dict:
         """The run log's ``opts`` object: every field by name (None where not given)."""
         return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoggedOptions(RunOptions):
+    """A run log's ``opts`` as the engine reads them (:func:`from_record`): the launch options,
+    and those only a log carries (no flag of ``tm`` or ``%%trainmeter`` gives them)."""
+
+    attached: int | None = None
+    """The pid ``tm attach`` watches (its runs only)."""
+    gpus: float | None = None
+    """Devices MFU divides by off CUDA, a number as logged (the engine uses it when > 0)."""
+    plan_mfu: float | None = None
+    """The MFU the plan assumes, a number as logged (the engine plans with the default, and
+    says so, when it is not a fraction in (0, 1])."""
+
+
+def from_record(opts: Any) -> LoggedOptions:
+    """The options of a run log's ``opts`` object (``run_start``'s, updated by each
+    ``segment_start``'s): each launch option that passes its own check in :class:`RunOptions`
+    (a count written as a whole float, ``2e10``, read as the int), and the log-only options that
+    are numbers (``attached``: a whole number). A value no flag could give (an old or hand-made
+    log's) is read as not given; keys of no option (``prometheus``) are left out.
+
+    Never raises: whatever ``opts`` holds, even not a mapping, the log replays.
+    """
+    opts = opts if isinstance(opts, Mapping) else {}
+    kept: dict[str, Any] = {}
+    for f in fields(RunOptions):
+        value = opts.get(f.name)
+        if f.name == "budget_tokens" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        try:
+            RunOptions(**{f.name: value})  # this one field's check
+        except (TypeError, ValueError):
+            continue
+        kept[f.name] = value
+    for name in ("gpus", "plan_mfu", "attached"):
+        value = opts.get(name)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and (name != "attached" or isinstance(value, int)):
+            kept[name] = value
+    return LoggedOptions(**kept)
 
 
 def _finite_in(x: object, low: float, high: float) -> bool:

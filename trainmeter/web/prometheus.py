@@ -12,10 +12,10 @@ Names follow Prometheus's conventions (https://prometheus.io/docs/practices/nami
 ``trainmeter_``, base units as suffixes (``_seconds``, ``_bytes``, ``_joules``, ``_watts``,
 ``_hertz``; a 0..1 fraction is ``_ratio``), counters end in ``_total``. Every sample has a
 ``node`` label (the supervisor's hostname; on a merged run's GPU samples, the GPU's own node,
-with ``gpu`` its index on that node); per-GPU families add ``gpu`` (the NVML index) and
-``gpu_name``, per-rank families ``rank``, FLOPs and MFU families ``convention`` (the
-named-convention invariant). A figure the snapshot does not have (null) is left out, never exported
-as 0.
+with ``gpu`` its index on that node, and on its per-rank samples the rank's own node); per-GPU
+families add ``gpu`` (the NVML index) and ``gpu_name``, per-rank families ``rank``, FLOPs and
+MFU families ``convention`` (the named-convention invariant). A figure the snapshot does not
+have (null) is left out, never exported as 0.
 
 Job-wide figures (step, tokens, tokens/s, FLOPs, MFU, the time split) are the job's as rank
 0's supervisor sees them (docs/spec.md "Counts from every rank"), so only the supervisor that
@@ -257,24 +257,27 @@ def _rank_families(out: _Families, snap: Mapping) -> None:
     costs = snap.get("straggler_cost_s") or {}
     splits = snap.get("rank_time_split") or {}
     stragglers = snap.get("stragglers")
+    nodes = snap.get("rank_nodes") if isinstance(snap.get("rank_nodes"), Mapping) else {}
     for rank, steps in (snap.get("ranks") or {}).items():
-        out.add("rank_steps", "optimizer steps of one rank", steps, "counter", rank=rank)
+        node = nodes.get(rank)  # a merged run: the rank's own node, as its node's tm exports it
+        where = {"rank": rank, **({"node": node} if isinstance(node, str) and node else {})}
+        out.add("rank_steps", "optimizer steps of one rank", steps, "counter", **where)
         out.add("rank_step_time_seconds", "mean of a rank's last 20 timed step intervals",
-                times.get(rank), rank=rank)  # fmt: skip
+                times.get(rank), **where)  # fmt: skip
         out.add("rank_lag_seconds", "mean lag of the rank's arrival at a step (its last "
                 "backward) behind the median rank, last 20 synchronous steps", lags.get(rank),
-                rank=rank)  # fmt: skip
+                **where)  # fmt: skip
         out.add("rank_job_wait_seconds", "mean time per step the job waits for this rank "
                 "(a straggler's cost), last 20 synchronous steps", costs.get(rank),
-                rank=rank)  # fmt: skip
+                **where)  # fmt: skip
         split = splits.get(rank) if isinstance(splits, Mapping) else None
         for bucket, seconds in (split or {}).items():
             out.add("rank_time_split_seconds", "one rank's time per bucket (wait: for "
-                    "other ranks at synchronous steps)", seconds, rank=rank,
+                    "other ranks at synchronous steps)", seconds, **where,
                     bucket=str(bucket))  # fmt: skip
         if stragglers is not None:
             out.add("rank_straggler", "1 when the rank is flagged as consistently slower",
-                    int(int(rank) in stragglers), rank=rank)  # fmt: skip
+                    int(int(rank) in stragglers), **where)  # fmt: skip
 
 
 def gpu_metric_name(field: str) -> tuple[str, float]:
