@@ -69,6 +69,47 @@ def test_unknown_device_gives_no_mfu_and_says_why():
     assert any("no MFU" in n and "--peak" in n for n in snap["notes"])
 
 
+def _mfu_points(eng, conv):
+    xs, ys = eng.timeline.full()["series"].get(f"mfu/{conv}", [[], []])
+    return dict(zip(xs, ys, strict=True))
+
+
+def test_mfu_over_time_is_the_snapshots_mfu_as_it_stood_at_each_timed_step():
+    # hf = 5400 FLOP/token at any length; titan = 5400 + 192 T (the attention term)
+    eng = Engine()
+    start = {"id": "r", "name": "n", "argv": [], "version": "0", "opts": {"peak_flops": 1e9}}
+    _feed(eng, ("run_start", 100.0, start), ("agent_hello", 100.5, {"pid": 1, "rank": 0,
+          "world_size": 1}), ("model", 100.6, MODEL))  # fmt: skip
+    steps = [  # (t, step, seq_sq) of 40 tokens each: lengths 4, 8, 4, (new peak) 4, 4
+        (101.0, 1, 160), (102.0, 2, 320), (104.0, 3, 160), (106.0, 4, 160), (107.0, 5, 160),
+    ]  # fmt: skip
+    for t, step, sq in steps:
+        if step == 3:  # rank 1 joins: 2 devices, and the job's rate counts it as rank 0's
+            _feed(eng, ("agent_hello", 103.0, {"pid": 2, "rank": 1, "world_size": 2}),
+                  ("model", 103.1, dict(MODEL, rank=1)))  # fmt: skip
+        if step == 4:  # a later cell declares another peak: MFU divides by it from here on
+            _feed(eng, ("segment_start", 105.0, {"segment": 2, "opts": {"peak_flops": 2e9}}))
+        _feed(eng, ("step", t, {"step": step, "rank": 0, "tokens": 40, "seq_sq": sq}))
+        mfu = eng.snapshot()["mfu"]
+        for conv in ("hf", "titan", "embeddings"):  # the point is the snapshot's figure
+            assert _mfu_points(eng, conv).get(step) == (mfu[conv] if step in (2, 3, 5) else None)
+    hf, titan = _mfu_points(eng, "hf"), _mfu_points(eng, "titan")
+    assert sorted(hf) == [2, 3, 5]  # timed steps only (1 and 4 open a segment)
+    # step 2: 40 tokens/s; T = 8: titan 5400 + 1536 = 6936; 1 device of 1e9 FLOP/s
+    assert hf[2] == pytest.approx(40 * 5400 / 1e9) and titan[2] == pytest.approx(40 * 6936 / 1e9)
+    # step 3: rank 0's 80 tokens over 3 s, twice for 2 ranks on 2 devices; recent T =
+    # (320 + 160) / 80 = 6: titan 6552
+    assert eng.snapshot()["gpus"] == 2
+    assert titan[3] == pytest.approx(2 * 80 / 3 * 6552 / (2 * 1e9))
+    # step 5: 120 tokens over 4 s at the new peak of 2e9 (the earlier points keep theirs)
+    assert hf[5] == pytest.approx(30 * 5400 / 2e9)
+    assert "mfu/megatron" not in eng.timeline.names()  # no ffn: no FLOPs per token, no series
+
+
+def test_no_peak_no_mfu_series():
+    assert not [n for n in _run().timeline.names() if n.startswith("mfu/")]
+
+
 def test_the_gap_between_notebook_cells_is_not_training_time():
     eng = _run()
     _feed(

@@ -36,7 +36,7 @@ MAX_NOTES = 20  # notes kept (the newest); each at most MAX_NOTE characters
 MAX_NOTE = 500  # characters of one note (a sentence or two, and a quoted name)
 MAX_SERIES = 64  # distinct series names from training code kept (later names: one note)
 MAX_NAME = 200  # characters of a series name or a model string (longer: cut, ending in "…")
-OWN_SERIES = 64  # timeline names reserved for trainmeter's own series (tokens_per_s, gpu<i>/...)
+OWN_SERIES = 64  # timeline names for trainmeter's own series (tokens_per_s, mfu/<c>, gpu<i>/...)
 MAX_RANKS = 1024  # distinct ranks kept (one supervisor per node; 1024 leaves room for any node)
 MAX_RANK = 2**31 - 1  # largest rank accepted (torch.distributed ranks are C ints)
 MAX_MODEL_FIELDS = 48  # scalar fields kept from a model record (the agent sends 22)
@@ -54,6 +54,11 @@ _MODEL_FIELDS = (  # the model record's documented fields (docs/spec.md "Run log
 )  # fmt: skip
 _END_STATE = {"ok": "finished", "error": "failed", "interrupted": "interrupted"}
 BACKWARD_LOSS = "backward_loss"  # the series the agent records from backward() (agent/backward.py)
+# record kinds that never change what MFU divides by (devices, peak): after any other kind,
+# _chart_mfu looks them up again
+_SAME_DIVISOR = frozenset(
+    {"step", "series", "span", "step_clock", "tokens_counting", "flops_counted", "note", "dropped"}
+)
 
 
 def clip(text: str, limit: int) -> str:
@@ -155,6 +160,7 @@ class Engine:
         self.series: dict[str, dict[str, Any]] = {}
         self.notes: deque[str] = deque(maxlen=MAX_NOTES)
         self.timeline = Timeline(timeline_cap, max_series=MAX_SERIES + OWN_SERIES)
+        self._mfu_divisor: tuple[int, peaks.ResolvedPeak | None] | None = None  # _chart_mfu's
         self.active_s = 0.0  # closed segments' duration
         self.segment_t0: float | None = None
         self.last_t: float | None = None
@@ -213,6 +219,8 @@ class Engine:
         handler = self._handlers.get(rec["k"])
         if handler is not None:
             handler(rec)
+        if rec["k"] not in _SAME_DIVISOR:
+            self._mfu_divisor = None  # devices or peak may have changed (_chart_mfu)
 
     def note(self, text: str) -> None:
         """Keep a note for the person (the newest ``MAX_NOTES``, each cut to ``MAX_NOTE``); a
@@ -333,6 +341,7 @@ class Engine:
             rate = self.counts.rate(self.world)  # the job's: every rank's own rate
             if rate is not None:
                 self.timeline.append("tokens_per_s", c.step, rate)
+                self._chart_mfu(c.step, rate)
         c.last_t = t
         if self.run["state"] == "idle":
             self.run["state"] = "running"
@@ -516,6 +525,23 @@ class Engine:
         """Ranks in the job: the largest world size any agent reported (a launcher such as
         torchrun runs an agent too, alone in its world of 1)."""
         return self.world
+
+    def _chart_mfu(self, step: int, rate: float) -> None:
+        """MFU over time: ``mfu/<c>`` at ``step`` for each convention with FLOPs per token, the
+        snapshot's ``mfu`` as it stands at this step (``_mfu`` of the same rate, FLOPs per token
+        at ``seq_len_recent``, devices and peak); no point without a peak or a model."""
+        if self._mfu_divisor is None:  # looked up again only after a record that may change it
+            self._mfu_divisor = (self._gpus(), self._peak())
+        gpus, peak = self._mfu_divisor
+        if peak is None or self.shape is None:
+            return
+        c = self.clock
+        seq_mean = c.seq_sq / c.seq_tokens if c.seq_tokens else None
+        seq_recent = c.recent_sq / c.recent_sq_tokens if c.recent_sq_tokens else seq_mean
+        fpt_now = flops.all_conventions_at(self.shape, seq_recent)
+        for conv, value in (_mfu(rate, fpt_now, gpus, peak) or {}).items():
+            if value is not None:
+                self.timeline.append(f"mfu/{conv}", step, value)
 
     # -- snapshot out -----------------------------------------------------------------------
     def snapshot(self, now: float | None = None) -> dict[str, Any]:

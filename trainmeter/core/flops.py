@@ -11,6 +11,7 @@ Standard library only.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 CONVENTIONS = ("hf", "megatron", "titan", "embeddings")
 DEFAULT_CONVENTION = "titan"
@@ -302,12 +303,18 @@ def all_conventions_at(shape: ModelShape, seq_len: float | None) -> dict[str, fl
     """
     if seq_len is None or shape.seq_len is None or not seq_len > 0:
         return all_conventions(shape)
-    one, two = replace(shape, seq_len=1), replace(shape, seq_len=2)
     out = {}
-    for name in CONVENTIONS:
-        f1, f2 = flops_per_token(one, name), flops_per_token(two, name)
+    for name, (f1, f2) in _ends(shape).items():
         out[name] = None if f1 is None or f2 is None else f1 + (seq_len - 1) * (f2 - f1)
     return out
+
+
+@lru_cache(maxsize=16)
+def _ends(shape: ModelShape) -> dict[str, tuple[float | None, float | None]]:
+    """``{name: (f(1), f(2))}``: each convention at T = 1 and T = 2, kept for the few shapes of
+    a run (the engine asks at every timed step; ModelShape is frozen, so it is a key)."""
+    one, two = replace(shape, seq_len=1), replace(shape, seq_len=2)
+    return {n: (flops_per_token(one, n), flops_per_token(two, n)) for n in CONVENTIONS}
 
 
 def reference_model() -> ModelShape:

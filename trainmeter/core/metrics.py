@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import math
 
+_INF = math.inf
+
 
 def check_number(name: str, value: float | None, *, upper: float | None = None) -> None:
     """ValueError unless ``value`` is None or a finite real number in [0, upper]."""
+    if value.__class__ is float and 0.0 <= value < _INF and upper is None:
+        return  # the usual case first: the engine checks MFU's inputs at every timed step
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -11,9 +11,9 @@ Series, each point with rank 0's optimizer step and its time:
   its own step (the step clock's when the record had none, as the engine does);
 - ``tokens_per_s`` (tokens over the last 20 timed steps), at each of rank 0's timed steps;
 - ``tokens``: tokens fed so far (all ranks), at each of rank 0's steps;
-- ``mfu/<convention>`` for every convention with FLOPs per token, when the run has a peak:
-  ``tokens_per_s × flops_per_token[c] / (gpus × peak)`` (:func:`trainmeter.core.metrics.mfu`)
-  with the run's final FLOPs per token, devices and peak, as the dashboard draws MFU over time;
+- ``mfu/<convention>`` for every convention with FLOPs per token, when the run has a peak, at
+  each of rank 0's timed steps: the engine's own chart series, the snapshot's MFU as it stood
+  at that step (``Engine._chart_mfu``), which the dashboard draws as MFU over time;
 - ``gpu<i>/<field>`` (GPU-Util, SM activity, ...) at each sampler reading: these run on time
   (``axis`` ``"time"``), their step is the step clock's at the reading.
 """
@@ -24,7 +24,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from trainmeter.core import metrics
 from trainmeter.core.engine import MAX_COUNT, Engine
 from trainmeter.core.logread import LogReader
 from trainmeter.core.timeline import Timeline
@@ -65,37 +64,28 @@ class _Tap(Timeline):
         return True
 
 
-def mfu_inputs(passport: dict[str, Any]) -> tuple[dict[str, float], int, float] | None:
-    """``(flops_per_token by convention, gpus, peak FLOP/s)`` for the MFU series, or None when
-    the run has no peak (no MFU, never another card's peak)."""
-    peak = (passport.get("peak") or {}).get("flops")
-    fpt = {c: v for c, v in (passport.get("flops_per_token") or {}).items() if v is not None}
-    if not peak or not fpt:
-        return None
-    return fpt, max(int(passport.get("gpus") or 0), 1), float(peak)
-
-
-def iter_points(lines: Iterable[bytes | str], passport: dict[str, Any]) -> Iterator[Point]:
+def iter_points(
+    lines: Iterable[bytes | str], passport: dict[str, Any] | None = None
+) -> Iterator[Point]:
     """The run's points in log order (malformed lines skipped, as replay skips them).
 
     Args:
         lines: the run log's lines.
-        passport: the run's passport (:mod:`trainmeter.core.passport`), for the MFU series.
+        passport: the run's passport; not read (every series, MFU's too, is the engine's).
     """
     charted: list[tuple[str, float]] = []
     eng = Engine()
     eng.timeline = _Tap(charted)  # the engine's own chart points come out here
-    mfu = mfu_inputs(passport)
     start = None
     for rec in LogReader(lines):  # bad lines skipped, as replay skips them (core/logread.py)
         eng.apply(rec)
         if start is None:
             start = eng.run.get("started", rec["t"])
-        yield from _points(rec, eng, charted, mfu, rec["t"] - start)
+        yield from _points(rec, eng, charted, rec["t"] - start)
         charted.clear()
 
 
-def _points(rec: dict, eng: Engine, charted: list, mfu, t: float) -> Iterator[Point]:
+def _points(rec: dict, eng: Engine, charted: list, t: float) -> Iterator[Point]:
     kind, step, now = rec["k"], eng.clock.step, rec["t"]
     if kind == "series":
         # every name (the engine charts the first 64 only), at the engine's step rule
@@ -107,9 +97,5 @@ def _points(rec: dict, eng: Engine, charted: list, mfu, t: float) -> Iterator[Po
             yield Point(name, step, t, now, y, TIME)
     elif kind == "step" and rec["rank"] == 0:
         yield Point("tokens", step, t, now, eng.clock.tokens, STEP)
-        for name, y in charted:  # tokens_per_s
+        for name, y in charted:  # tokens_per_s, then mfu/<c>
             yield Point(name, step, t, now, y, STEP)
-            if mfu is not None and name == "tokens_per_s":
-                fpt, gpus, peak = mfu
-                for c, v in fpt.items():
-                    yield Point(f"mfu/{c}", step, t, now, metrics.mfu(y, v, gpus, peak), STEP)
