@@ -548,11 +548,12 @@ class Sender:
         """Write the final counts (a ``dropped`` record, as the socket would carry it) to
         ``EXIT_FILE`` in the socket's folder, the supervisor's private one: a temporary name,
         then ``os.replace``, so the supervisor reads it whole or not at all. Nothing when no
-        count is above zero. True when written; never raises (a folder already removed, a
-        full disk: False)."""
+        count is above zero, or no supervisor is connected now (one that is gone reads
+        nothing, and the folder may be anyone's). True when written; never raises (a folder
+        already removed, a full disk: False)."""
         with self._count_lock:
             counts = dict(self.drops)
-        if not any(counts.values()):
+        if not any(counts.values()) or self._sock is None or not os.path.exists(self.path):
             return False
         rec = {"v": 1, "k": "dropped", "t": time.time(), "source": "agent", "counts": counts,
                "pid": os.getpid(), "rank": self.rank}  # fmt: skip
