@@ -133,3 +133,19 @@ def test_a_magic_option_out_of_bounds_is_a_usage_error(line, said):
     with pytest.raises(UsageError) as err:
         magics._opts(args)
     assert said in str(err.value) and len(str(err.value)) < 400
+
+
+def test_help_lists_every_subcommand_with_its_own_line(capsys):
+    """``tm --help`` names each subcommand of the dispatch table with its summary, one line
+    each (a new subcommand without a summary fails here)."""
+    from trainmeter.commands import SUBCOMMANDS, SUMMARIES
+
+    assert set(SUMMARIES) == set(SUBCOMMANDS)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    listed = [ln.split()[1] for ln in out.splitlines() if ln.startswith("  tm ")]
+    assert listed == list(SUBCOMMANDS)
+    for name, summary in SUMMARIES.items():
+        assert f"{name}  " in out and summary in out, name

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.commands import SUBCOMMANDS
+from trainmeter.commands import SUBCOMMANDS, help_epilog
 from trainmeter.commands.args import (
     Parser,
     default_name,
@@ -38,7 +38,13 @@ def run_parser() -> argparse.ArgumentParser:
     """The parser of ``tm``'s run mode (its flags, then the command as ``command``)."""
     usage = ("tm [flags] SCRIPT.py [args] | tm [flags] -- CMD [args] | "
              f"tm {{{','.join(SUBCOMMANDS)}}} ...")  # fmt: skip
-    p = Parser(prog="tm", description="Run a training command under trainmeter.", usage=usage)
+    p = Parser(
+        prog="tm",
+        description="Run a training command under trainmeter.",
+        usage=usage,
+        epilog=help_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="version", version=f"trainmeter {__version__}")
     p.add_argument("--name", type=name_arg, help="run name (default: the script's name)")
     p.add_argument("--budget-tokens", metavar="N", help="token budget for progress and ETA (20B)")
