@@ -106,6 +106,18 @@ def test_mfu_over_time_is_the_snapshots_mfu_as_it_stood_at_each_timed_step():
     assert "mfu/megatron" not in eng.timeline.names()  # no ffn: no FLOPs per token, no series
 
 
+def test_a_known_gpu_before_the_runs_dtype_says_the_dtype_is_missing_not_the_peak():
+    eng = _feed(Engine(), ("run_start", 100.0, {"id": "r", "name": "n", "argv": [],
+                "version": "0", "opts": {"device": "H100 SXM"}}))  # fmt: skip
+    note = next(n for n in eng.snapshot()["notes"] if n.startswith("no MFU"))
+    assert "dtype is not known yet" in note and "H100 SXM" in note
+    _feed(eng, ("model", 101.0, dict(MODEL, run_dtype="bf16")))  # the dtype: the table's peak
+    snap = eng.snapshot()
+    assert snap["peak"]["dtype"] == "bf16" and not [n for n in snap["notes"] if "no MFU" in n]
+    cpu = _run().snapshot()["notes"]  # a device the table has no row for: no peak, as before
+    assert "no MFU: no dense peak is known for cpu; declare one with --peak" in cpu
+
+
 def test_no_peak_no_mfu_series():
     assert not [n for n in _run().timeline.names() if n.startswith("mfu/")]
 

@@ -818,7 +818,12 @@ class Engine:
             m = self.model or {}
             device = self._device() or m.get("device")
             known = f"for {device}" if device else "(no device seen yet)"
-            out.append(f"no MFU: no dense peak is known {known}; declare one with --peak")
+            if self._dtype() is None and peaks.find_gpu(device) is not None:  # the table has it
+                out.append(f"no MFU: the run's dtype is not known yet (found at the first "
+                           f"training forward pass), so neither is the dense peak of {device}; "
+                           "or declare one with --peak")  # fmt: skip
+            else:
+                out.append(f"no MFU: no dense peak is known {known}; declare one with --peak")
         if budget_flops is not None:
             if self.options.budget_tokens is not None:
                 out.append("budget: tokens and FLOPs both declared; progress and ETA follow tokens")
