@@ -4,6 +4,8 @@
 
 import uPlot from "uplot";
 
+/** @typedef {import("./contract.js").Theme} Theme */
+
 const FALLBACK = {
   fg: "#57606a",
   grid: "rgba(128,128,128,0.18)",
@@ -33,13 +35,41 @@ export function chartHeight(width) {
 }
 
 /**
+ * One line of a chart.
+ * @typedef {object} Line
+ * @property {string} label
+ * @property {number} color index into the theme's series colours
+ * @property {number} [width]
+ * @property {number[]} [dash]
+ * @property {number} [alpha]
+ * @property {boolean} [points] draw each point (a sparse series: validation losses)
+ */
+
+/**
+ * What a chart is made with (createChart).
+ * @typedef {object} ChartOptions
+ * @property {Line[]} series
+ * @property {Theme | null} [theme] read from `container` when absent
+ * @property {(idx: number | null) => void} [onCursor] the pointer moved over the plot (a custom legend)
+ * @property {boolean} [yLog] a log-10 y axis (values must be > 0; the caller turns the others into gaps)
+ * @property {[number, number] | ((min: number, max: number) => number[])} [yRange] fixed, or from the data's
+ * @property {(v: number) => string} [yFormat] tick label of a y value
+ * @property {(width: number) => number} [height] the chart's height for a width (default chartHeight)
+ */
+
+/**
+ * A chart made by createChart; data is uPlot's aligned [xs, ys...].
+ * @typedef {object} Chart
+ * @property {(data: (number | null)[][]) => void} setData
+ * @property {(theme: Theme) => void} setTheme
+ * @property {() => void} destroy
+ */
+
+/**
  * Create a line chart in `container`.
- * series: [{label, color: index into the theme's series colours, width, dash, alpha, points}]
- * onCursor(idx | null): called when the pointer moves over the plot (for a custom legend).
- * yLog: a log-10 y axis (values must be > 0; the caller turns the others into gaps).
- * yRange: [min, max] fixed, or (min, max) => [min, max]; yFormat: tick label of a y value.
- * height(width): the chart's height for a width (default chartHeight).
- * Returns {setData(data), setTheme(theme), destroy()}; data is uPlot's aligned [xs, ys...].
+ * @param {HTMLElement} container
+ * @param {ChartOptions} options
+ * @returns {Chart}
  */
 export function createChart(container, { series, theme, onCursor, yLog = false, yRange, yFormat, height = chartHeight }) {
   let t = theme || readTheme(container);
@@ -51,8 +81,10 @@ export function createChart(container, { series, theme, onCursor, yLog = false, 
     font: `11px ${t.font}`,
     size,
   });
+  /** @type {uPlot.Scale} */
   const y = yLog ? { distr: 3, log: 10 } : {};
-  if (yRange) y.range = typeof yRange === "function" ? (_u, min, max) => yRange(min, max) : yRange;
+  if (yRange) y.range = typeof yRange === "function" ? (_u, min, max) => /** @type {uPlot.Range.MinMax} */ (yRange(min, max)) : yRange;
+  /** @type {uPlot.Axis} */
   const yAxis = { ...axis(44), space: 24 };
   if (yFormat) yAxis.values = (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : yFormat(v)));
   const opts = {
@@ -77,7 +109,7 @@ export function createChart(container, { series, theme, onCursor, yLog = false, 
     ],
     hooks: onCursor ? { setCursor: [(u) => onCursor(u.cursor.idx ?? null)] } : {},
   };
-  const u = new uPlot(opts, [[], ...series.map(() => [])], container);
+  const u = new uPlot(/** @type {uPlot.Options} */ (opts), [[], ...series.map(() => [])], container);
 
   // Only the width drives the size (the height follows it). The resize waits for the next frame:
   // resizing inside the observer's callback changes the observed box again in the same frame, which
@@ -95,7 +127,7 @@ export function createChart(container, { series, theme, onCursor, yLog = false, 
 
   return {
     setData(data) {
-      u.setData(data);
+      u.setData(/** @type {uPlot.AlignedData} */ (data));
     },
     setTheme(theme) {
       t = theme;

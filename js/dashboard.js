@@ -22,6 +22,9 @@ import { createPlan } from "./panels/plan.js";
 import { createTimePanel } from "./panels/time.js";
 import { createView } from "./view.js";
 
+/** @typedef {import("./contract.js").Panel} Panel */
+/** @typedef {import("./contract.js").PanelContext} PanelContext */
+
 // Wrapped in arrows: called as methods of `raf`, the browser's functions would throw "Illegal invocation".
 const raf =
   typeof requestAnimationFrame === "function"
@@ -32,10 +35,15 @@ const raf =
  * Mount into `target` and draw from `store` (see state.js). `options.version` is the bundle's
  * version (shown in the passport when the snapshot does not name the run's). Returns a cleanup
  * that removes the DOM, the listeners, the observers and the charts.
+ * @param {HTMLElement} target
+ * @param {ReturnType<typeof import("./state.js").createStore>} store
+ * @param {{version?: string}} [options]
+ * @returns {() => void}
  */
 export function mount(target, store, options = {}) {
   const view = createView();
   const header = createHeader();
+  /** @type {Panel[]} */
   const panels = [
     createCockpit(view),
     createEfficiency(view),
@@ -61,6 +69,7 @@ export function mount(target, store, options = {}) {
     drawn.history = store.rev.history;
     drawn.view = view.rev;
     const snap = isObj(store.snapshot) ? store.snapshot : {};
+    /** @type {PanelContext} */
     const ctx = { snap, store, view, historyChanged, viewChanged };
     // One bad snapshot must not take the notebook down, nor one panel the others: each panel draws
     // on its own, and a failure is said once per panel.

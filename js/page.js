@@ -37,6 +37,8 @@ const MAX_FAILURES = 15;
 /**
  * Feed `store` from the server-sent events at `url`. `onStatus(state)` hears "connecting", "live",
  * "reconnecting", "ended" (the run is over; the stream is closed) or "lost". Returns {close, status}.
+ * @param {ReturnType<typeof createStore>} store
+ * @param {{url?: string, onStatus?: (state: string) => void, Source?: typeof EventSource}} [options]
  */
 export function connect(store, { url = "events", onStatus = () => {}, Source = globalThis.EventSource } = {}) {
   let status = "";

@@ -9,6 +9,7 @@ import { bytes, count, dateTime, duration, isNum, si } from "../format.js";
 export const STATES = ["running", "finished", "failed", "interrupted", "idle", "ended"];
 
 
+/** The header is drawn from the snapshot alone. */
 export function createHeader() {
   const name = el("span", { class: "tm-run-name", testid: "tm-run-name" });
   const state = el("span", { class: "tm-badge", testid: "tm-state" });
@@ -42,6 +43,7 @@ export function createHeader() {
 
   return {
     el: root,
+    /** @param {import("../contract.js").Snapshot} snap */
     update(snap) {
       const run = isObj(snap.run) ? snap.run : {};
       setText(name, str(run.name) || str(run.id) || "training run");

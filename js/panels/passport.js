@@ -20,8 +20,16 @@ import { el, setText } from "../dom.js";
 import { amount, count, dateTime, dollars, duration, isNum, kwh, NA, num, percent, si, tokens as tokenCount } from "../format.js";
 import { createFacts, createPanel } from "./panel.js";
 
+/** @typedef {import("../contract.js").Panel} Panel */
+/** @typedef {import("../contract.js").View} View */
+
 const MAX_ROWS = 500;
 
+/**
+ * @param {View} view
+ * @param {{bundleVersion?: string}} [options]
+ * @returns {Panel}
+ */
 export function createPassport(view, { bundleVersion = "" } = {}) {
   const panel = createPanel("passport", "run passport");
   const factList = createFacts([

@@ -20,6 +20,13 @@ import { el, setAttr, setReason, setText } from "../dom.js";
 import { amount, dollars, duration, isNum, NA, percent, si, tokens as tokenCount } from "../format.js";
 import { createPanel } from "./panel.js";
 
+/** @typedef {import("../contract.js").Panel} Panel */
+/** @typedef {import("../contract.js").View} View */
+
+/**
+ * @param {View} view
+ * @returns {Panel}
+ */
 export function createPlan(view) {
   const panel = createPanel("plan", "plan vs actual");
 

@@ -10,9 +10,13 @@ import { count, duration, isNum, percent } from "../format.js";
 import { createFigure } from "./figure.js";
 import { createPanel } from "./panel.js";
 
+/** @typedef {import("../contract.js").Panel} Panel */
+/** @typedef {import("../contract.js").Snapshot} Snapshot */
+
 const SPLIT_COLOR = { compute: 1, data: 2, checkpoint: 4, eval: 3, wait: 6, other: "muted" };
 const RANK_HEAD = ["rank", "step time", "arrival lag", "job waits", "steps", "step split", ""];
 
+/** @returns {Panel} */
 export function createTimePanel() {
   const panel = createPanel("time", "where the time goes");
   const stepTime = createFigure("mean step time", "tm-time-step");
@@ -144,7 +148,10 @@ function signedDuration(s) {
   return `${s < 0 ? "−" : "+"}${duration(Math.abs(s))}`;
 }
 
-/** The stragglers caption: none, not measured, or per straggler its cause and the job's wait. */
+/**
+ * The stragglers caption: none, not measured, or per straggler its cause and the job's wait.
+ * @param {Snapshot} snap
+ */
 function stragglerLines(snap, rows) {
   const flagged = stragglerSet(snap.stragglers);
   if (!isObj(snap.rank_step_time_s) && !isObj(snap.rank_lag_s)) return [`per-rank step time: ${NOT_MEASURED}`];

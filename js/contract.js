@@ -1,0 +1,201 @@
+// The panel contract, written once: what every panel of the dashboard receives from dashboard.js
+// and what it gives back. Types only (JSDoc); `tsc -p jsconfig.json`, run by `npm test`, checks
+// the panels and derive.js against them, so one that reads a snapshot field not listed here (a
+// misspelt key, a key the engine does not send) fails the tests. The timeline's series names are
+// strings the check cannot see: they are listed under Timeline.
+//
+// The front end only shows what the engine computed (trainmeter/core/engine.py): the snapshot's
+// figures and the timeline's series. A figure missing from the snapshot is shown with its reason,
+// never computed here from other figures.
+
+/**
+ * One chart series as the store holds it (state.js): x ascending, y a number or null (a gap; a NaN
+ * on the wire arrives as null).
+ * @typedef {object} Series
+ * @property {number[]} xs
+ * @property {(number | null)[]} ys
+ */
+
+/**
+ * The timeline the panels draw (docs/spec.md "The chart timeline"), by series name:
+ * - what the training code reported (`train_loss`, `val_loss`, ...; their role is in
+ *   `Snapshot.series`), at their step;
+ * - `tokens_per_s`, at each timed step of the step clock;
+ * - `mfu/<convention>` (`mfu/titan`, ...): the snapshot's MFU as it stood at each timed step, for
+ *   each convention with FLOPs per token, when there is a peak (the engine's `_chart_mfu`);
+ * - `gpu<i>/<field>` (`gpu0/sm_active`, ...), fractions, at each sampler reading (x: seconds).
+ * @typedef {Map<string, Series>} Timeline
+ */
+
+/**
+ * By-convention figures (`hf`, `megatron`, `titan`, `embeddings`, ...); null where unknown.
+ * @typedef {Record<string, number | null>} ByConvention
+ */
+
+/**
+ * @typedef {object} RunInfo
+ * @property {string} [id]
+ * @property {string} [name]
+ * @property {string} [state] running, finished, failed, interrupted, idle, ended
+ * @property {string} [state_text] the state in words, as the core said it
+ * @property {number} [segment]
+ * @property {number} [started] s since the epoch
+ * @property {string} [version] trainmeter's, as the run's supervisor had it
+ */
+
+/**
+ * The agent's model record (docs/spec.md "Run log", `model`), as the engine combined the ranks'.
+ * @typedef {object} ModelInfo
+ * @property {string} [name]
+ * @property {number} [params]
+ * @property {number} [embedding_params]
+ * @property {number} [layers]
+ * @property {number} [width]
+ * @property {number} [heads]
+ * @property {number} [vocab]
+ * @property {number} [seq_len]
+ * @property {number} [context]
+ * @property {string} [device]
+ * @property {string} [device_name]
+ * @property {number} [gpus]
+ * @property {string} [dtype]
+ * @property {string} [run_dtype]
+ */
+
+/**
+ * The dense peak MFU divides by (docs/spec.md "Peaks").
+ * @typedef {object} PeakInfo
+ * @property {number} flops FLOP/s of one device
+ * @property {string} [dtype]
+ * @property {string} [device]
+ * @property {string} [source] "table" or "declared"
+ * @property {string} [citation]
+ * @property {boolean} [verified]
+ */
+
+/**
+ * The plan at an assumed MFU (core/plan.py).
+ * @typedef {object} PlanInfo
+ * @property {number} [mfu]
+ * @property {number} [tokens_per_s]
+ * @property {number | null} [eta_s]
+ * @property {string} [source]
+ */
+
+/**
+ * One GPU's latest sample with its derived counters (core/hardware.py, core/counters.py); a field
+ * the device cannot report is null with its reason in `missing`.
+ * @typedef {Record<string, any> & {index?: number, name?: string, node?: string,
+ *   node_index?: number, throttle?: string[] | null, missing?: Record<string, string>}} GpuSample
+ */
+
+/**
+ * @typedef {object} HardwareInfo
+ * @property {GpuSample[]} [gpus]
+ * @property {{cpu_util?: number, mem_used_bytes?: number, mem_total_bytes?: number,
+ *   rss_bytes?: number}} [host]
+ */
+
+/**
+ * The snapshot fields the panels read (docs/spec.md "Snapshot" and "Snapshot keys for the
+ * dashboard"); any may be missing or null until measured.
+ * @typedef {object} Snapshot
+ * @property {RunInfo} [run]
+ * @property {number | null} [step]
+ * @property {number | null} [tokens]
+ * @property {number | null} [elapsed_s]
+ * @property {number | null} [tokens_per_s]
+ * @property {number | null} [tokens_per_s_avg]
+ * @property {number | null} [step_time_s]
+ * @property {number | null} [budget_tokens]
+ * @property {number | null} [budget_flops]
+ * @property {number | null} [progress]
+ * @property {number | null} [eta_s]
+ * @property {ModelInfo | null} [model]
+ * @property {string | null} [dtype]
+ * @property {string} [convention]
+ * @property {ByConvention | null} [flops_per_token]
+ * @property {Record<string, string[]> | null} [flops_per_token_missing]
+ * @property {number | null} [flops_per_token_seq_len]
+ * @property {number | null} [seq_len_mean]
+ * @property {ByConvention | null} [flops_spent]
+ * @property {ByConvention | null} [flops_required]
+ * @property {ByConvention | null} [model_flops_per_s]
+ * @property {ByConvention | null} [model_flops_per_s_per_gpu]
+ * @property {number | null} [flops_per_token_counted]
+ * @property {{step?: number, attention?: string, not_counted?: string[]} | null} [flops_counted]
+ * @property {string | null} [tokens_counting]
+ * @property {PeakInfo | null} [peak]
+ * @property {ByConvention | null} [mfu] at tokens_per_s
+ * @property {ByConvention | null} [mfu_avg] at tokens_per_s_avg
+ * @property {number | null} [gpus] devices MFU divides by
+ * @property {number | null} [gpu_hours]
+ * @property {number | null} [gpu_hours_to_finish]
+ * @property {PlanInfo | null} [plan]
+ * @property {number | null} [energy_j]
+ * @property {HardwareInfo | null} [hardware]
+ * @property {Record<string, number> | null} [time_split]
+ * @property {Record<string, number>} [ranks]
+ * @property {Record<string, number | null>} [rank_step_time_s]
+ * @property {Record<string, number | null>} [rank_lag_s]
+ * @property {Record<string, Record<string, number>>} [rank_time_split]
+ * @property {number[] | Record<string, any> | null} [stragglers]
+ * @property {Record<string, string>} [straggler_rule]
+ * @property {Record<string, string>} [straggler_cause]
+ * @property {Record<string, number>} [straggler_cost_s]
+ * @property {Record<string, number>} [straggler_share]
+ * @property {Record<string, {value?: number | null, step?: number | null, ema?: number | null,
+ *   role?: string, superseded?: boolean}>} [series] the last value of each reported series
+ * @property {Record<string, any> | null} [process] `tm attach`: the watched process's facts
+ * @property {string[]} [notes]
+ */
+
+/**
+ * The dashboard's store (state.js `createStore`): the latest snapshot and the timeline.
+ * @typedef {object} Store
+ * @property {Snapshot} snapshot
+ * @property {Timeline} series
+ * @property {number} seq
+ * @property {{snapshot: number, history: number}} rev
+ */
+
+/**
+ * What one view remembers for itself (view.js): never sent anywhere.
+ * @typedef {object} View
+ * @property {string} convention "" follows the run's own
+ * @property {boolean} logScale
+ * @property {number | null} price per GPU-hour, typed in this view
+ * @property {number} rev
+ * @property {(key: string, value: any) => void} set
+ */
+
+/**
+ * The chart colours read from CSS (charts.js `readTheme`).
+ * @typedef {object} Theme
+ * @property {string} fg
+ * @property {string} grid
+ * @property {string} font
+ * @property {string[]} series
+ */
+
+/**
+ * What a panel's `update` receives at each drawn frame.
+ * @typedef {object} PanelContext
+ * @property {Snapshot} snap the latest snapshot ({} before the first)
+ * @property {Store} store its `series` is the timeline
+ * @property {View} view
+ * @property {boolean} historyChanged the timeline changed since the last frame
+ * @property {boolean} viewChanged this view's controls changed since the last frame
+ */
+
+/**
+ * A panel: its element, drawn by `update` at each frame; `setTheme` and `destroy` when it has
+ * charts.
+ * @typedef {object} Panel
+ * @property {HTMLElement} el
+ * @property {(ctx: PanelContext) => void} update
+ * @property {(theme: Theme) => void} [setTheme]
+ * @property {() => void} [destroy]
+ */
+
+export {};
