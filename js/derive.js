@@ -4,6 +4,9 @@
 
 import { isNum } from "./format.js";
 
+/** @typedef {import("./contract.js").Series} Series */
+/** @typedef {import("./contract.js").Snapshot} Snapshot */
+
 export const isObj = (x) => x !== null && typeof x === "object" && !Array.isArray(x);
 export const str = (x) => (typeof x === "string" && x ? x : "");
 
@@ -32,19 +35,28 @@ export function sortConventions(names) {
   return known.concat(names.filter((n) => !CONVENTIONS.includes(n)).sort());
 }
 
-/** The convention the run reports in: the snapshot's own, else the first it has figures for. */
+/**
+ * The convention the run reports in: the snapshot's own, else the first it has figures for.
+ * @param {Snapshot} snap
+ */
 export function runConvention(snap) {
   if (str(snap.convention)) return snap.convention;
   const fpt = isObj(snap.flops_per_token) ? Object.keys(snap.flops_per_token) : [];
   return fpt.length ? sortConventions(fpt)[0] : "";
 }
 
-/** The convention this view shows large: the one picked in this view, else the run's. */
+/**
+ * The convention this view shows large: the one picked in this view, else the run's.
+ * @param {Snapshot} snap
+ */
 export function shownConvention(snap, picked) {
   return str(picked) || runConvention(snap);
 }
 
-/** One convention's entry of a by-convention snapshot key (flops_spent, mfu, ...), or null. */
+/**
+ * One convention's entry of a by-convention snapshot key (flops_spent, mfu, ...), or null.
+ * @param {Snapshot} snap
+ */
 export function byConv(snap, key, conv) {
   const table = snap[key];
   return isObj(table) && isNum(table[conv]) ? table[conv] : null;
@@ -55,6 +67,7 @@ export function byConv(snap, key, conv) {
  * snapshot's flops_per_token_missing (core/flops.py missing_fields), in the passport's words
  * (core/passport.py why_missing): "megatron needs ffn, which the model record lacks"; "" when
  * the snapshot lists none.
+ * @param {Snapshot} snap
  */
 export function fptMissingWhy(snap, conv) {
   const table = isObj(snap.flops_per_token_missing) ? snap.flops_per_token_missing : {};
@@ -62,7 +75,10 @@ export function fptMissingWhy(snap, conv) {
   return fields.length ? `${conv} needs ${fields.join(", ")}, which the model record lacks` : "";
 }
 
-/** "no MFU: <why>" for a convention without FLOPs per token. */
+/**
+ * "no MFU: <why>" for a convention without FLOPs per token.
+ * @param {Snapshot} snap
+ */
 function noFptWhy(snap, conv) {
   const why = fptMissingWhy(snap, conv);
   return why ? `no MFU: ${why}` : `no MFU: no FLOPs per token under ${conv || "a convention"} yet`;
@@ -96,31 +112,41 @@ export function classifyLosses(names, series, sizes = {}) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// MFU over time, computed in the browser from the tokens_per_s series.
+// MFU over time: the engine's own series, drawn as it is.
+
+/** The timeline series of MFU over time under convention `conv` (docs/spec.md "Snapshot keys
+ * for the dashboard"): the engine's `mfu/<conv>`, the snapshot's MFU as it stood at each step. */
+export const mfuSeriesName = (conv) => `mfu/${conv}`;
 
 /**
- * MFU at each point of the tokens_per_s series (docs/spec.md "Snapshot keys for the dashboard"):
- * tokens_per_s × flops_per_token[c] / (max(gpus, 1) × peak.flops). Returns {xs, ys} (fractions;
- * a missing rate stays a gap) or null when an input is unknown.
+ * MFU over time under `conv` from the store's series (a Map of name -> {xs, ys}, state.js): the
+ * engine's `mfu/<conv>` points as they are (fractions; a gap stays a gap), or null when the
+ * engine has sent none. Nothing is computed here.
+ * @param {Map<string, Series>} series
+ * @param {string} conv
+ * @returns {Series | null}
  */
-export function mfuOverTime(rate, fpt, gpus, peakFlops) {
-  if (!rate || !Array.isArray(rate.xs) || !Array.isArray(rate.ys)) return null;
-  if (!isNum(fpt) || fpt <= 0 || !isNum(peakFlops) || peakFlops <= 0 || !isNum(gpus)) return null;
-  const per = fpt / (Math.max(gpus, 1) * peakFlops);
-  return { xs: rate.xs, ys: rate.ys.map((y) => (isNum(y) ? y * per : null)) };
+export function mfuOverTime(series, conv) {
+  const s = series instanceof Map && conv ? series.get(mfuSeriesName(conv)) : null;
+  return s && s.xs.length ? s : null;
 }
 
-/** Why there is no MFU chart for convention `conv`, or "" when there can be one. */
+/**
+ * Why there is no MFU chart for convention `conv`, or "" when there can be one.
+ * @param {Snapshot} snap
+ */
 export function mfuChartWhy(snap, conv) {
   if (!isObj(snap.peak) || !isNum(snap.peak.flops)) {
     return noteAbout(snap.notes, /mfu|peak/i) || "no MFU: no dense peak is known for this device; declare one with --peak";
   }
   if (byConv(snap, "flops_per_token", conv) === null) return noFptWhy(snap, conv);
-  if (!isNum(snap.gpus)) return `no MFU chart: the GPU count is ${NOT_MEASURED}`;
   return "";
 }
 
-/** The large MFU figure for `conv`: {value (fraction), why}. */
+/**
+ * The large MFU figure for `conv`: {value (fraction), why}.
+ * @param {Snapshot} snap
+ */
 export function mfuFigure(snap, conv) {
   const v = byConv(snap, "mfu", conv);
   if (v !== null && isObj(snap.peak)) return known(v);
@@ -142,7 +168,10 @@ export function parsePrice(text) {
   return isNum(x) && x >= 0 ? x : null;
 }
 
-/** Why a run has no GPU-hours (hence no dollars). */
+/**
+ * Why a run has no GPU-hours (hence no dollars).
+ * @param {Snapshot} snap
+ */
 function gpuHoursWhy(snap) {
   if (snap.gpus === 0) return "this run counts no GPUs (CPU, no declared peak), so no GPU-hours";
   return `GPU-hours ${NOT_MEASURED}`;
@@ -180,7 +209,10 @@ export function stateText(run) {
   return str(run.state_text) || str(run.state);
 }
 
-/** Why there is no ETA. */
+/**
+ * Why there is no ETA.
+ * @param {Snapshot} snap
+ */
 export function etaWhy(snap) {
   const state = isObj(snap.run) ? str(snap.run.state) : "";
   if (!isNum(snap.budget_tokens) && !isNum(snap.budget_flops)) return "no budget declared";
@@ -197,6 +229,7 @@ export const HOW_TO_BUDGET = "no budget declared: declare one with --budget-toke
 /**
  * The declared budget against what is done. A FLOPs budget is counted in the run's convention
  * (docs/spec.md): {kind: "flops"|"tokens"|null, done, total, fraction, conv}.
+ * @param {Snapshot} snap
  */
 export function budgetOf(snap) {
   const conv = runConvention(snap);
@@ -212,7 +245,10 @@ export function budgetOf(snap) {
   return { kind: null, done: null, total: null, fraction: null, conv };
 }
 
-/** FLOPs to reach the budget under `conv`: the snapshot's flops_required, else budget × FLOPs/token. */
+/**
+ * FLOPs to reach the budget under `conv`: the snapshot's flops_required, else budget × FLOPs/token.
+ * @param {Snapshot} snap
+ */
 export function flopsRequired(snap, conv) {
   const given = byConv(snap, "flops_required", conv);
   if (given !== null) return given;
@@ -236,15 +272,16 @@ export const LADDER = [
 ];
 
 /**
- * One field of one GPU's sample: {value, why}. A field the device cannot report is null with its
- * reason in `missing`: "not on this GPU: needs Hopper or newer"; a field with no reason is not
- * measured yet. Never a zero in place of an unknown.
+ * One field of one GPU's sample: {value, why}. A field the core could not give is null with its
+ * reason in `missing`, shown as the core wrote it ("not on this GPU: needs Hopper or newer (NVML
+ * GPM)", "the run's dtype is not known yet (no peak to compare with)"); a field with no reason is
+ * not measured yet. Never a zero in place of an unknown.
  */
 export function gpuField(gpu, field) {
   if (!isObj(gpu)) return missing(NOT_MEASURED);
   if (isNum(gpu[field])) return known(gpu[field]);
   const reason = isObj(gpu.missing) ? str(gpu.missing[field]) : "";
-  if (reason) return missing(/^not\b/i.test(reason) ? reason : `not on this GPU: ${reason}`);
+  if (reason) return missing(reason);
   return missing(NOT_MEASURED);
 }
 
@@ -271,6 +308,7 @@ export function gpusOf(hardware) {
  * OFU across the run's GPUs: the mean of each GPU's `ofu` (tensor-pipe activity from NVML GPM, a
  * counter), with the mean observed FLOP/s per GPU. Shown beside MFU, never in its place
  * (the counters-beside invariant). {value, why, observed}.
+ * @param {Snapshot} snap
  */
 export function ofuFigure(snap) {
   const gpus = gpusOf(snap.hardware);
@@ -284,7 +322,10 @@ export function ofuFigure(snap) {
   return { ...known(value), observed: mean("observed_flops_per_s") };
 }
 
-/** Why the hardware panel is empty (hardware is null). */
+/**
+ * Why the hardware panel is empty (hardware is null).
+ * @param {Snapshot} snap
+ */
 export function hardwareWhy(snap) {
   const note = noteAbout(snap.notes, /hardware|sampler|nvml/i);
   return note || `GPU and host counters: ${NOT_MEASURED}; the hardware sampler is not running on this run`;
@@ -339,6 +380,7 @@ const num = (obj, key) => (isObj(obj) && isNum(obj[key]) ? obj[key] : null);
  * fastest); lag (rank_lag_s), jobWait (straggler_cost_s), jobWaitShare (straggler_share),
  * shares (timeShares of rank_time_split over RANK_SPLIT), rule and cause (straggler_rule, straggler_cause) are
  * the engine's own figures (trainmeter/core/ranks.py), null where it has none.
+ * @param {Snapshot} snap
  */
 export function rankRows(snap) {
   const times = isObj(snap.rank_step_time_s) ? snap.rank_step_time_s : {};
@@ -379,7 +421,10 @@ export function paramCounts(model) {
   return { all: model.params, withoutEmbeddings: emb !== null ? model.params - emb : null };
 }
 
-/** The device the run trained on, as a person names it: "2 × NVIDIA H100 80GB HBM3", "cpu". */
+/**
+ * The device the run trained on, as a person names it: "2 × NVIDIA H100 80GB HBM3", "cpu".
+ * @param {Snapshot} snap
+ */
 export function deviceLine(snap) {
   const m = isObj(snap.model) ? snap.model : {};
   const hw = gpusOf(snap.hardware);

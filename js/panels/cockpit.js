@@ -3,13 +3,18 @@
 // a progress bar, tokens/s, step time and ETA. Step, elapsed time and run state sit in the header
 // right above it.
 
-import { createChart } from "../charts.js";
 import { classifyLosses, etaWhy, isObj, stateText, str } from "../derive.js";
 import { el, setAttr, setText } from "../dom.js";
 import { duration, isNum, NA, num, percent, si, tokens as tokenCount } from "../format.js";
 import { align, ema } from "../state.js";
+import { createChartSlot } from "./chartslot.js";
 import { createFigure } from "./figure.js";
 import { createPanel } from "./panel.js";
+
+/** @typedef {import("../contract.js").Panel} Panel */
+/** @typedef {import("../contract.js").PanelContext} PanelContext */
+/** @typedef {import("../contract.js").Snapshot} Snapshot */
+/** @typedef {import("../contract.js").View} View */
 
 const MAX_LOSS_LINES = 7; // one per theme colour
 const ENDED = ["finished", "failed", "interrupted", "ended"];
@@ -36,7 +41,10 @@ export function lossLines(names, series, sizes = {}) {
   return kept;
 }
 
-/** Fraction of the token budget spent: the snapshot's own figure, else tokens / budget. */
+/**
+ * Fraction of the token budget spent: the snapshot's own figure, else tokens / budget.
+ * @param {Snapshot} snap
+ */
 export function progressOf(snap) {
   if (isNum(snap.progress)) return snap.progress;
   if (isNum(snap.tokens) && isNum(snap.budget_tokens) && snap.budget_tokens > 0) {
@@ -45,6 +53,10 @@ export function progressOf(snap) {
   return null;
 }
 
+/**
+ * @param {View} view
+ * @returns {Panel}
+ */
 export function createCockpit(view) {
   const panel = createPanel("cockpit", "cockpit");
   const loss = createLossCard(view);
@@ -66,8 +78,7 @@ export function createCockpit(view) {
 /** The loss chart with its legend; the chart is re-created only when its lines or scale change. */
 function createLossCard(view) {
   const legend = el("div", { class: "tm-legend", testid: "tm-loss-legend" });
-  const plot = el("div", { class: "tm-plot", testid: "tm-loss-chart" });
-  const empty = el("div", { class: "tm-empty", text: "no loss reported yet" });
+  const slot = createChartSlot({ empty: "no loss reported yet", plotTestid: "tm-loss-chart" });
   const logBox = el("input", { type: "checkbox", testid: "tm-log-scale" });
   logBox.checked = view.logScale;
   logBox.addEventListener("change", () => view.set("logScale", logBox.checked));
@@ -81,26 +92,23 @@ function createLossCard(view) {
       el("label", { class: "tm-check" }, logBox, document.createTextNode(" log scale")),
     ),
     legend,
-    el("div", { class: "tm-plot-wrap" }, plot, empty),
+    slot.el,
   );
 
-  let chart = null;
   let chartKey = "";
   let lines = [];
   let data = [[]];
-  let theme = null;
   let logScale = false;
 
   function rebuild() {
-    chart?.destroy();
-    chart = null;
-    if (!lines.length) return;
-    chart = createChart(plot, {
-      series: lines.map((l) => ({ label: l.label, color: l.color, width: l.width, alpha: l.alpha, points: l.points })),
-      theme,
-      yLog: logScale,
-      onCursor: (idx) => drawLegend(idx),
-    });
+    if (!lines.length) slot.clear();
+    else {
+      slot.ensure(chartKey, () => ({
+        series: lines.map((l) => ({ label: l.label, color: l.color, width: l.width, alpha: l.alpha, points: l.points })),
+        yLog: logScale,
+        onCursor: (idx) => drawLegend(idx),
+      }));
+    }
   }
 
   // Legend: series names via textContent; values at the pointer, else the latest known values.
@@ -136,6 +144,7 @@ function createLossCard(view) {
     if (legendStep) setText(legendStep, at ? `step ${data[0][idx]}` : "");
   }
 
+  /** @param {PanelContext} ctx */
   function update({ snap, store, historyChanged }) {
     // a series the engine marks superseded (backward_loss once a tracker reports the loss) is not drawn
     const series = isObj(snap.series) ? snap.series : {};
@@ -152,8 +161,8 @@ function createLossCard(view) {
       buildLegend();
       historyChanged = true;
     }
-    empty.hidden = lines.some((l) => (store.series.get(l.name)?.xs.length ?? 0) > 0);
-    if (historyChanged && chart) {
+    slot.say(lines.some((l) => (store.series.get(l.name)?.xs.length ?? 0) > 0) ? "" : "no loss reported yet");
+    if (historyChanged && slot.drawn()) {
       const cols = lines.map((l) => {
         const s = store.series.get(l.name);
         if (l.kind === "raw") return s;
@@ -162,7 +171,7 @@ function createLossCard(view) {
       });
       data = align(cols);
       // A log axis cannot show zero or a negative loss: those points become gaps, not zeros.
-      chart.setData(logScale ? data.map((col, i) => (i === 0 ? col : col.map((y) => (y > 0 ? y : null)))) : data);
+      slot.setData(logScale ? data.map((col, i) => (i === 0 ? col : col.map((y) => (y > 0 ? y : null)))) : data);
     }
     // Latest values: the snapshot's own figures where it has them (its EMA is the official one).
     const reported = isObj(snap.series) ? snap.series : {};
@@ -174,18 +183,7 @@ function createLossCard(view) {
     drawLegend(null);
   }
 
-  return {
-    el: card,
-    update,
-    setTheme(t) {
-      theme = t;
-      chart?.setTheme(t);
-    },
-    destroy() {
-      chart?.destroy();
-      chart = null;
-    },
-  };
+  return { el: card, update, setTheme: slot.setTheme, destroy: slot.destroy };
 }
 
 /** Tokens (against the budget), tokens/s, step time, ETA. */
@@ -202,6 +200,7 @@ function createFigures() {
   const stepTime = createFigure("step time", "tm-step-time");
   const eta = createFigure("ETA", "tm-eta");
 
+  /** @param {Snapshot} snap */
   function update(snap) {
     const p = progressOf(snap);
     const budget = isNum(snap.budget_tokens) && snap.budget_tokens > 0 ? snap.budget_tokens : null;

@@ -1,10 +1,9 @@
 // Efficiency: MFU large under the convention picked in this view (a <select>; all conventions are
 // computed, the others sit beside it), FLOPs per token with the executed (`counted`) figure beside
 // it, never in its place, FLOPs spent against FLOPs required, achieved model TFLOP/s per GPU, and
-// MFU over time computed in the browser from the tokens_per_s series. Every FLOPs or MFU figure
+// MFU over time: the engine's mfu/<convention> series, drawn as it is. Every FLOPs or MFU figure
 // carries its convention's name (the named-convention invariant). No MFU without a peak: the reason is shown instead.
 
-import { createChart } from "../charts.js";
 import {
   byConv,
   CONVENTIONS,
@@ -20,17 +19,28 @@ import {
   runConvention,
   shownConvention,
   sortConventions,
+  splitReason,
   str,
 } from "../derive.js";
-import { el, setReason, setText } from "../dom.js";
+import { el, setText } from "../dom.js";
 import { isNum, percent, si } from "../format.js";
+import { createChartSlot } from "./chartslot.js";
 import { createFigure, showFigure } from "./figure.js";
 import { createPanel } from "./panel.js";
+
+/** @typedef {import("../contract.js").Panel} Panel */
+/** @typedef {import("../contract.js").Snapshot} Snapshot */
+/** @typedef {import("../contract.js").Store} Store */
+/** @typedef {import("../contract.js").View} View */
 
 export { flopsRequired, noteAbout, sortConventions };
 /** Kept for callers of the first version: the run's own convention. */
 export const conventionOf = runConvention;
 
+/**
+ * @param {View} view
+ * @returns {Panel}
+ */
 export function createEfficiency(view) {
   const panel = createPanel("efficiency", "efficiency");
 
@@ -62,18 +72,8 @@ export function createEfficiency(view) {
   // OFU is a counter (tensor-pipe activity): beside MFU, never in its place (the counters-beside invariant).
   const ofu = createFigure("OFU (counter: tensor-pipe activity)", "tm-ofu");
 
-  const chartPlot = el("div", { class: "tm-plot" });
-  // The reason sits in an inner span: the box is a flex container, which would drop the spaces
-  // around a no-wrap flag span.
-  const chartWhyText = el("span");
-  const chartWhy = el("div", { class: "tm-empty" }, chartWhyText);
-  const chartTitle = el("div", { class: "tm-card-title" });
-  const chartBox = el(
-    "div",
-    { class: "tm-mfu-chart" },
-    chartTitle,
-    el("div", { class: "tm-plot-wrap tm-plot-wrap-small", testid: "tm-mfu-chart" }, chartPlot, chartWhy),
-  );
+  const slot = createChartSlot({ title: "", small: true, testid: "tm-mfu-chart" });
+  const chartBox = el("div", { class: "tm-mfu-chart" }, slot.title, slot.el);
 
   panel.body.append(
     controls,
@@ -81,9 +81,6 @@ export function createEfficiency(view) {
     chartBox,
   );
 
-  let chart = null;
-  let chartKey = "";
-  let theme = null;
   let options = "";
 
   function fillSelect(snap, conv) {
@@ -98,42 +95,36 @@ export function createEfficiency(view) {
     if (select.value !== conv && names.includes(conv)) select.value = conv;
   }
 
-  function updateChart(snap, store, conv, historyChanged) {
+  /**
+   * MFU over time under `conv`: the engine's mfu/<conv> series as it is (a fraction, shown in %).
+   * @param {Snapshot} snap
+   * @param {Store} store
+   * @param {string} conv
+   * @param {boolean} redraw the timeline or the convention changed
+   */
+  function updateChart(snap, store, conv, redraw) {
+    slot.setTitle(`MFU over time [${conv || "no convention"}]`);
     const why = mfuChartWhy(snap, conv);
-    setText(chartTitle, `MFU over time [${conv || "no convention"}]`);
-    const series = why
-      ? null
-      : mfuOverTime(store.series.get("tokens_per_s"), byConv(snap, "flops_per_token", conv), snap.gpus, snap.peak.flops);
-    const hasPoints = series && series.ys.some((y) => y !== null);
+    const series = why ? null : mfuOverTime(store.series, conv);
+    const hasPoints = series !== null && series.ys.some((y) => y !== null);
     const reason = why || (hasPoints ? "" : `MFU over time: ${NOT_MEASURED} (needs tokens/s at two or more steps)`);
-    setReason(chartWhyText, reason);
-    chartWhy.hidden = !reason;
+    slot.say(reason);
     if (reason) {
-      chart?.destroy();
-      chart = null;
-      chartKey = "";
+      slot.clear();
       return;
     }
-    const key = `${conv}|${snap.gpus}|${snap.peak.flops}|${byConv(snap, "flops_per_token", conv)}`;
-    if (!chart) {
-      chart = createChart(chartPlot, {
-        series: [{ label: `MFU [${conv}]`, color: 1, width: 1.75 }],
-        theme,
-        height: (w) => Math.round(Math.min(170, Math.max(120, w * 0.3))),
-        yRange: (_min, max) => [0, max > 0 ? max * 1.15 : 1],
-        yFormat: (v) => `${v !== 0 && Math.abs(v) < 1 ? +v.toPrecision(2) : +v.toFixed(v < 10 ? 1 : 0)}%`,
-      });
-      historyChanged = true;
-    }
-    if (historyChanged || key !== chartKey) {
-      chartKey = key;
-      chart.setData([series.xs, series.ys.map((y) => (y === null ? null : 100 * y))]);
-    }
+    const made = slot.ensure(conv, () => ({
+      series: [{ label: `MFU [${conv}]`, color: 1, width: 1.75 }],
+      height: (w) => Math.round(Math.min(170, Math.max(120, w * 0.3))),
+      yRange: (_min, max) => [0, max > 0 ? max * 1.15 : 1],
+      yFormat: (v) => `${v !== 0 && Math.abs(v) < 1 ? +v.toPrecision(2) : +v.toFixed(v < 10 ? 1 : 0)}%`,
+    }));
+    if (made || redraw) slot.setData([series.xs, series.ys.map((y) => (y === null ? null : 100 * y))]);
   }
 
   return {
     el: panel.el,
-    update({ snap, store, historyChanged }) {
+    update({ snap, store, historyChanged, viewChanged }) {
       const conv = shownConvention(snap, view.convention);
       const rc = runConvention(snap);
       fillSelect(snap, conv);
@@ -162,7 +153,11 @@ export function createEfficiency(view) {
       const f = byConv(snap, "flops_per_token", conv);
       if (f !== null) fpt.set(si(f, "FLOP/token"), { tagText: conv });
       else if (fptMissingWhy(snap, conv)) fpt.missing("n/a", fptMissingWhy(snap, conv));
-      else fpt.missing("not measured yet", noteAbout(snap.notes, /flop|model|param/i) || "no model seen yet");
+      else {
+        // the engine's note less its own "FLOPs/token: " headline, which the figure's label says
+        const [head, ...why] = splitReason(noteAbout(snap.notes, /flop|model|param/i) || "no model seen yet");
+        fpt.missing("not measured yet", why.length ? why.join(": ") : head);
+      }
       others(fptOthers, table, conv, (v) => si(v, "FLOP"));
       setText(seqLine, f !== null ? seqLenText(snap) : "");
       setText(counted, countedText(snap));
@@ -203,16 +198,10 @@ export function createEfficiency(view) {
           : "a counter from NVML GPM, beside MFU, never in its place",
       });
 
-      updateChart(snap, store, conv, historyChanged);
+      updateChart(snap, store, conv, historyChanged || viewChanged);
     },
-    setTheme(t) {
-      theme = t;
-      chart?.setTheme(t);
-    },
-    destroy() {
-      chart?.destroy();
-      chart = null;
-    },
+    setTheme: slot.setTheme,
+    destroy: slot.destroy,
   };
 }
 
@@ -228,7 +217,10 @@ function peakLine(peak, snap) {
   return `of ${si(peak.flops, "FLOP/s", 4)}${dtype}${gpus}${source}`;
 }
 
-/** Which tokens MFU counts (docs/spec.md "Tokens and padding"): "tokens: non-pad"; "" unknown. */
+/**
+ * Which tokens MFU counts (docs/spec.md "Tokens and padding"): "tokens: non-pad"; "" unknown.
+ * @param {Snapshot} snap
+ */
 export function countingText(snap) {
   const c = str(snap.tokens_counting);
   return c ? `tokens: ${c}` : "";
@@ -244,6 +236,7 @@ const ATTENTION_TEXT = {
 /**
  * The sequence length the FLOPs per token are given at, when it is not simply the first
  * batch's: the run's token-weighted mean (snapshot `flops_per_token_seq_len`, `seq_len_mean`).
+ * @param {Snapshot} snap
  */
 export function seqLenText(snap) {
   const at = snap.flops_per_token_seq_len;
@@ -253,6 +246,7 @@ export function seqLenText(snap) {
   return `at the run's mean sequence length, ${mean} tokens` + (isNum(first) ? ` (first batch ${first})` : "");
 }
 
+/** @param {Snapshot} snap */
 export function countedText(snap) {
   const v = snap.flops_per_token_counted;
   if (!isNum(v)) return `[counted] executed FLOPs: ${NOT_MEASURED}`;
@@ -278,7 +272,10 @@ export function others(container, table, conv, fmt) {
   container.replaceChildren(...text.map((t) => el("span", { class: "tm-other", text: t })));
 }
 
-/** Why FLOPs spent under `conv` is unknown: the fields the model lacks, or what is still to come. */
+/**
+ * Why FLOPs spent under `conv` is unknown: the fields the model lacks, or what is still to come.
+ * @param {Snapshot} snap
+ */
 function spentWhy(snap, conv, fpt) {
   const lacks = fpt === null ? fptMissingWhy(snap, conv) : "";
   if (lacks) return `n/a: ${lacks}`;

@@ -5,17 +5,22 @@
 // place (the counters-beside invariant). A field the device cannot report says why ("not on this GPU: needs Hopper or
 // newer"), never a zero. With no sample at all, one plain line says the sampler is not running.
 
-import { createChart } from "../charts.js";
 import { gpuField, gpusOf, gpuTitle, hardwareWhy, isObj, LADDER, NOT_MEASURED, str } from "../derive.js";
 import { el, setReason, setText } from "../dom.js";
 import { bytes, isNum, kwh, NA, percent, si } from "../format.js";
 import { align } from "../state.js";
+import { createChartSlot } from "./chartslot.js";
 import { createPanel } from "./panel.js";
+
+/** @typedef {import("../contract.js").Panel} Panel */
+/** @typedef {import("../contract.js").PanelContext} PanelContext */
+/** @typedef {import("../contract.js").Theme} Theme */
 
 // Theme colour per ladder field (style.css --tm-series-<n>); DRAM activity is drawn dashed.
 const COLOR = { gpu_util: 1, sm_active: 2, sm_occupancy: 3, tensor_active: 4, dram_active: 5 };
 const CHART_FIELDS = [...LADDER, { field: "dram_active", label: "DRAM activity" }];
 
+/** @returns {Panel} */
 export function createHardware() {
   const panel = createPanel("hardware", "hardware");
   const none = el("div", { class: "tm-line tm-unknown", testid: "tm-hardware-none" });
@@ -33,6 +38,7 @@ export function createHardware() {
   let cardsKey = "";
   let theme = null;
 
+  /** @param {PanelContext} ctx */
   function update({ snap, store, historyChanged }) {
     const hw = isObj(snap.hardware) ? snap.hardware : null;
     none.hidden = hw !== null;
@@ -83,8 +89,8 @@ export function createHardware() {
   };
 }
 
-function createGpuCard(initialTheme) {
-  let theme = initialTheme;
+/** @param {Theme | null} theme */
+function createGpuCard(theme) {
   const title = el("div", { class: "tm-card-title tm-gpu-title" });
   const ladder = el("div", { class: "tm-ladder" });
   const rows = LADDER.map(({ field, label }) => {
@@ -102,8 +108,8 @@ function createGpuCard(initialTheme) {
     );
     return { field, fill, bar, value };
   });
-  const plot = el("div", { class: "tm-plot" });
-  const empty = el("div", { class: "tm-empty", text: "no counter history yet" });
+  const slot = createChartSlot({ empty: "no counter history yet", small: true });
+  if (theme) slot.setTheme(theme);
   const legendNote = el("div", { class: "tm-caption tm-chart-note" });
   const facts = el("dl", { class: "tm-facts tm-facts-compact" });
   const fact = (label) => {
@@ -126,47 +132,38 @@ function createGpuCard(initialTheme) {
     { class: "tm-card tm-gpu" },
     title,
     ladder,
-    el("div", { class: "tm-plot-wrap tm-plot-wrap-small" }, plot, empty),
+    slot.el,
     legendNote,
     facts,
   );
 
-  let chart = null;
-  let chartKey = "";
   let fields = [];
 
   function updateChart(gpu, store, historyChanged) {
-    const present = CHART_FIELDS.filter(({ field }) => store.series.has(`gpu${gpu.index}/${field}`));
-    const key = present.map((p) => p.field).join(",");
-    if (key !== chartKey) {
-      chartKey = key;
-      fields = present;
-      chart?.destroy();
-      chart = null;
-      if (fields.length) {
-        chart = createChart(plot, {
-          series: fields.map(({ field, label }) => ({
-            label,
-            color: COLOR[field],
-            width: field === "dram_active" ? 1.25 : 1.5,
-            dash: field === "dram_active" ? [4, 3] : undefined,
-          })),
-          theme,
-          height: (w) => Math.round(Math.min(140, Math.max(100, w * 0.28))),
-          yRange: [0, 100],
-          yFormat: (v) => `${v}%`,
-        });
-      }
-      setText(legendNote, fields.some((p) => p.field === "dram_active") ? "dashed: DRAM activity" : "");
-      historyChanged = true;
+    fields = CHART_FIELDS.filter(({ field }) => store.series.has(`gpu${gpu.index}/${field}`));
+    setText(legendNote, fields.some((p) => p.field === "dram_active") ? "dashed: DRAM activity" : "");
+    slot.say(fields.length ? "" : "no counter history yet");
+    if (!fields.length) {
+      slot.clear();
+      return;
     }
-    empty.hidden = fields.length > 0;
-    if (chart && historyChanged) {
+    const made = slot.ensure(fields.map((p) => p.field).join(","), () => ({
+      series: fields.map(({ field, label }) => ({
+        label,
+        color: COLOR[field],
+        width: field === "dram_active" ? 1.25 : 1.5,
+        dash: field === "dram_active" ? [4, 3] : undefined,
+      })),
+      height: (w) => Math.round(Math.min(140, Math.max(100, w * 0.28))),
+      yRange: [0, 100],
+      yFormat: (v) => `${v}%`,
+    }));
+    if (made || historyChanged) {
       const cols = fields.map(({ field }) => {
         const s = store.series.get(`gpu${gpu.index}/${field}`);
         return { xs: s.xs, ys: s.ys.map((y) => (y === null ? null : 100 * y)) };
       });
-      chart.setData(align(cols));
+      slot.setData(align(cols));
     }
   }
 
@@ -217,19 +214,13 @@ function createGpuCard(initialTheme) {
       if (throttle) show(f.throttle, { value: throttle }, (t) => (t.length ? t.join(", ") : "none"));
       else {
         const reason = isObj(gpu.missing) ? str(gpu.missing.throttle) : "";
-        show(f.throttle, { value: null, why: reason ? `not on this GPU: ${reason}` : NOT_MEASURED }, String);
+        show(f.throttle, { value: null, why: reason || NOT_MEASURED }, String);
       }
       f.throttle.value.classList.toggle("tm-warn", Boolean(throttle && throttle.length));
       show(f.energy, gpuField(gpu, "energy_j"), kwh);
     },
-    setTheme(t) {
-      theme = t;
-      chart?.setTheme(t);
-    },
-    destroy() {
-      chart?.destroy();
-      chart = null;
-    },
+    setTheme: slot.setTheme,
+    destroy: slot.destroy,
   };
 }
 

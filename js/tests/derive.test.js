@@ -51,15 +51,14 @@ test("the Hugging Face Trainer's per-step loss leads its one-point train_loss su
   assert.deepEqual(classifyLosses([], null), { train: [], val: [] });
 });
 
-test("MFU over time: tokens/s × FLOPs/token / (max(gpus, 1) × peak), per point", () => {
-  const rate = { xs: [1, 2, 3], ys: [1000, null, 2000] };
-  // 1000 tok/s × 6e9 FLOP/token / (2 × 1e13 FLOP/s) = 0.3
-  assert.deepEqual(mfuOverTime(rate, 6e9, 2, 1e13), { xs: [1, 2, 3], ys: [0.3, null, 0.6] });
-  // a CPU run with a declared peak counts 0 devices: it divides by one
-  assert.deepEqual(mfuOverTime(rate, 6e9, 0, 1e13).ys, [0.6, null, 1.2]);
-  assert.equal(mfuOverTime(rate, 6e9, 2, null), null);
-  assert.equal(mfuOverTime(rate, null, 2, 1e13), null);
-  assert.equal(mfuOverTime(undefined, 6e9, 2, 1e13), null);
+test("MFU over time is the engine's mfu/<convention> series, drawn as it is", () => {
+  const hf = { xs: [2, 3, 5], ys: [2.16e-4, null, 8.1e-5] };
+  const series = new Map([["tokens_per_s", { xs: [2, 3, 5], ys: [40, 1, 30] }], ["mfu/hf", hf]]);
+  assert.equal(mfuOverTime(series, "hf"), hf); // the same points, nothing recomputed
+  assert.equal(mfuOverTime(series, "titan"), null); // none sent: no chart, never one from tokens/s
+  assert.equal(mfuOverTime(new Map([["mfu/hf", { xs: [], ys: [] }]]), "hf"), null);
+  assert.equal(mfuOverTime(undefined, "hf"), null);
+  assert.equal(mfuOverTime(series, ""), null);
 });
 
 test("no MFU chart without a peak, and the reason says why", () => {
@@ -69,7 +68,7 @@ test("no MFU chart without a peak, and the reason says why", () => {
   const snap = { peak: { flops: 1e15 }, flops_per_token: { titan: 6e9 }, gpus: 8 };
   assert.equal(mfuChartWhy(snap, "titan"), "");
   assert.match(mfuChartWhy(snap, "hf"), /hf/);
-  assert.match(mfuChartWhy({ ...snap, gpus: undefined }, "titan"), /not measured yet/);
+  assert.equal(mfuChartWhy({ ...snap, gpus: undefined }, "titan"), ""); // devices are the engine's
 });
 
 test("the large MFU follows the convention picked in this view", () => {
@@ -143,7 +142,9 @@ test("a GPU field the device cannot report says why, never zero", () => {
   };
   assert.deepEqual(gpuField(gpu, "gpu_util"), { value: 0.97, why: "" });
   assert.deepEqual(gpuField(gpu, "tensor_active"), { value: 0, why: "" }); // a measured zero is a zero
-  assert.deepEqual(gpuField(gpu, "sm_active"), { value: null, why: "not on this GPU: needs Hopper or newer" });
+  // the core's reason as it wrote it: the front end adds no words ("not on this GPU" was wrong for
+  // a reason such as "the run's dtype is not known yet")
+  assert.deepEqual(gpuField(gpu, "sm_active"), { value: null, why: "needs Hopper or newer" });
   assert.deepEqual(gpuField(gpu, "energy_j"), { value: null, why: "not supported by this driver" });
   assert.deepEqual(gpuField(gpu, "power_w"), { value: null, why: "not measured yet" });
   assert.deepEqual(gpuField(null, "power_w"), { value: null, why: "not measured yet" });

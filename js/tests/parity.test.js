@@ -1,11 +1,14 @@
 // The browser's copies of the core's rules against the golden file the Python writes
 // (tests/unit/test_parity.py): thinning a chart series (core/timeline.py thin_pass) and the EMA
-// of a series (core/metrics.py ema with engine.EMA_BETA).
+// of a series (core/metrics.py ema with engine.EMA_BETA); and MFU over time, which the browser
+// does not compute: the chart draws the engine's mfu/<convention> series, the snapshot's MFU at
+// each step, as it is.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import test from "node:test";
-import { ema, thin } from "../state.js";
+import { mfuOverTime } from "../derive.js";
+import { createStore, ema, thin } from "../state.js";
 
 const golden = JSON.parse(readFileSync(new URL("./golden/parity.json", import.meta.url), "utf8"));
 
@@ -22,4 +25,26 @@ test("the EMA is the core's, to the last bit, with the engine's beta", () => {
   assert.equal(golden.beta, 0.9);
   for (const c of golden.ema) assert.deepEqual(ema(c.ys, golden.beta), c.out);
   for (const c of golden.ema) assert.deepEqual(ema(c.ys), c.out); // the default beta is the engine's
+});
+
+test("MFU over time is the engine's: each point the snapshot's MFU at its step, whatever moved", () => {
+  assert.equal(golden.mfu.length, 2);
+  for (const c of golden.mfu) {
+    // the timeline as a widget or the page receives it, into the store the panels read
+    const store = createStore({ cap: c.cap });
+    assert.ok(store.setHistory({ seq: 1, series: c.series }));
+    let drawn = 0;
+    for (const conv of c.conventions) {
+      const series = mfuOverTime(store.series, conv);
+      const at = c.snapshot_mfu[conv];
+      if (!at) {
+        assert.equal(series, null, `${conv}: no FLOPs per token, no chart`);
+        continue;
+      }
+      assert.deepEqual(series.xs, c.series[`mfu/${conv}`][0], conv);
+      assert.deepEqual(series.ys, series.xs.map((x) => at[String(x)]), conv); // to the last bit
+      drawn += 1;
+    }
+    assert.ok(drawn >= 3);
+  }
 });

@@ -3,9 +3,13 @@ that this test writes from the Python and js/tests/parity.test.js reads back aga
 
 Where the dashboard must compute in the browser (thinning a chart it appends to; smoothing a
 series it draws), the rule is the core's: ``core/timeline.py`` ``thin_pass`` and
-``core/metrics.py`` ``ema`` with ``engine.EMA_BETA``. This test fails when the committed file is
-not what the Python gives now (run ``python tests/unit/test_parity.py --write`` and commit it);
-the JS test fails when ``js/state.js`` ``thin``/``ema`` disagree with the file.
+``core/metrics.py`` ``ema`` with ``engine.EMA_BETA``. MFU over time is not computed in the
+browser at all: the file holds the engine's ``mfu/<convention>`` series of runs whose MFU inputs
+move (sequence lengths, devices, the peak) and the snapshot's MFU at each of their steps, and the
+JS test checks that what the chart draws is exactly that. This test fails when the committed file
+is not what the Python gives now (run ``python tests/unit/test_parity.py --write`` and commit
+it); the JS test fails when ``js/state.js`` ``thin``/``ema`` or ``js/derive.js`` ``mfuOverTime``
+disagree with the file.
 """
 
 import json
@@ -14,8 +18,8 @@ import random
 import sys
 from pathlib import Path
 
-from trainmeter.core import metrics
-from trainmeter.core.engine import EMA_BETA
+from trainmeter.core import metrics, records
+from trainmeter.core.engine import EMA_BETA, Engine
 from trainmeter.core.timeline import thin_pass
 
 GOLDEN = Path(__file__).resolve().parents[2] / "js" / "tests" / "golden" / "parity.json"
@@ -54,6 +58,51 @@ def _series(rng: random.Random, n: int, gaps: bool) -> list:
     return ys
 
 
+# a small GPT on CUDA: hf = 6 x (params - embedding_params); megatron lacks ffn (no series)
+MODEL = {"params": 1_000_000, "embedding_params": 100_000, "token_embedding_params": 100_000,
+         "layers": 4, "width": 64, "heads": 4, "seq_len": 128, "vocab": 500, "device": "cuda",
+         "device_index": 0, "device_name": "NVIDIA H100 80GB HBM3", "run_dtype": "bf16",
+         "gpus": 1}  # fmt: skip
+
+
+def _mfu_run(rng: random.Random, steps: int, cap: int) -> dict:
+    """A run whose MFU inputs move while it trains: sequence lengths that vary (FLOPs per token
+    at the recent mean length), a second rank that joins on rank 0's GPU (two ranks, one
+    device), a third on another GPU (two devices), and a later cell that declares a peak
+    instead of the H100 table's. Returns the engine's MFU series and the snapshot's MFU at
+    every step."""
+    eng = Engine(timeline_cap=cap)
+    t = 1000.0
+    start = {"id": "r", "name": "n", "argv": [], "version": "0"}
+    eng.apply(records.make("run_start", t, **start))
+    eng.apply(records.make("agent_hello", t, pid=1, rank=0, world_size=1, host="h"))
+    eng.apply(records.make("model", t, **MODEL))
+    at: dict[str, dict[int, float | None]] = {}
+    for step in range(1, steps + 1):
+        if step == steps // 3:  # rank 1 on rank 0's GPU: still one device
+            eng.apply(records.make("agent_hello", t, pid=2, rank=1, world_size=3, host="h"))
+            eng.apply(records.make("model", t, **MODEL, rank=1))
+        if step == steps // 2:  # rank 2 on GPU 1: two devices
+            eng.apply(records.make("agent_hello", t, pid=3, rank=2, world_size=3, host="h"))
+            eng.apply(records.make("model", t, **{**MODEL, "device_index": 1}, rank=2))
+        if step == 2 * steps // 3:  # a later cell declares its own peak
+            eng.apply(records.make("segment_start", t, segment=2, opts={"peak_flops": 4e14}))
+        t += 0.2 + 0.05 * rng.random()
+        for rank in reversed(range(eng.world)):  # rank 0, the step clock, last: its record
+            length = rng.choice((64, 128, 128, 256))  # makes the point, from what came before
+            tokens = 16 * length
+            eng.apply(records.make("step", t - 0.001 * rank, step=step, rank=rank,
+                                   tokens=tokens, seq_sq=tokens * length))  # fmt: skip
+        for conv, value in (eng.snapshot()["mfu"] or {}).items():
+            at.setdefault(conv, {})[step] = value
+    series = {n: xy for n, xy in eng.timeline.full()["series"].items() if n.startswith("mfu/")}
+    for name, (xs, ys) in series.items():  # each point is the snapshot's MFU at its step
+        assert ys == [at[name[4:]][x] for x in xs], name
+    kept = {c: {str(x): at[c][x] for x in series[f"mfu/{c}"][0]}
+            for c in at if f"mfu/{c}" in series}  # fmt: skip
+    return {"cap": cap, "series": series, "snapshot_mfu": kept, "conventions": sorted(at)}
+
+
 def golden() -> dict:
     rng = random.Random(20261202)
     thin = []
@@ -67,7 +116,8 @@ def golden() -> dict:
     for n in (1, 2, 50, 600):
         ys = _series(rng, n, gaps=False)
         ema.append({"ys": ys, "out": _ema(ys)})
-    return {"beta": EMA_BETA, "thin": thin, "ema": ema}
+    mfu = [_mfu_run(rng, 60, 2000), _mfu_run(rng, 300, 64)]  # whole, and thinned by the engine
+    return {"beta": EMA_BETA, "thin": thin, "ema": ema, "mfu": mfu}
 
 
 def test_the_golden_file_is_what_the_python_gives_now():
@@ -82,6 +132,13 @@ def test_the_cases_exercise_what_can_differ():
     assert any(None in c["ys"] for c in g["thin"])  # gaps
     assert any(len(c["out_xs"]) < len(c["xs"]) // 2 for c in g["thin"])  # several passes
     assert any(len(c["out_xs"]) == len(c["xs"]) for c in g["thin"])  # under the cap: untouched
+    whole, thinned = g["mfu"]
+    assert len(whole["series"]["mfu/hf"][0]) == 60 - 2  # every timed step (1 and 40 open cells)
+    assert len(thinned["series"]["mfu/hf"][0]) < 300 - 2  # the engine thinned it
+    for case in g["mfu"]:
+        assert "mfu/megatron" not in case["series"]  # no FLOPs per token: no series
+        for name, (_, ys) in case["series"].items():
+            assert len(set(ys)) > 10, name  # the inputs moved: not one factor times tokens/s
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
