@@ -65,6 +65,23 @@ export function chartHeight(width) {
  * @property {() => void} destroy
  */
 
+const Y_AXIS_MIN = 44; // px: room for "0.25" or "100%"
+
+/**
+ * The y axis's width: at least Y_AXIS_MIN, wider when its longest tick label needs it ("0.025%"
+ * would be cut at the left edge otherwise). uPlot asks again when the labels change.
+ * @type {(u: uPlot, values: string[], axisIdx: number, cycleNum: number) => number}
+ */
+function yAxisSize(u, values, axisIdx, cycleNum) {
+  const axis = u.axes[axisIdx];
+  if (cycleNum > 1) return /** @type {any} */ (axis)._size; // settled: keep it, no resize loop
+  const longest = (values ?? []).reduce((a, v) => (String(v).length > a.length ? String(v) : a), "");
+  if (!longest) return Y_AXIS_MIN;
+  u.ctx.font = /** @type {any} */ (axis).font[0];
+  const text = u.ctx.measureText(longest).width / (globalThis.devicePixelRatio || 1);
+  return Math.max(Y_AXIS_MIN, Math.ceil(text + (axis.ticks?.size ?? 4) + (axis.gap ?? 5) + 4));
+}
+
 /**
  * Create a line chart in `container`.
  * @param {HTMLElement} container
@@ -85,7 +102,7 @@ export function createChart(container, { series, theme, onCursor, yLog = false, 
   const y = yLog ? { distr: 3, log: 10 } : {};
   if (yRange) y.range = typeof yRange === "function" ? (_u, min, max) => /** @type {uPlot.Range.MinMax} */ (yRange(min, max)) : yRange;
   /** @type {uPlot.Axis} */
-  const yAxis = { ...axis(44), space: 24 };
+  const yAxis = { ...axis(44), space: 24, size: yAxisSize };
   if (yFormat) yAxis.values = (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : yFormat(v)));
   const opts = {
     width,
