@@ -37,16 +37,29 @@ POINTS_BOUND = 64 + SERIES * (NAME + 9 + DEFAULT_CAP * 2 * (NUM + 1))
 NOTES = (E.MAX_NOTES + 11) * (_str_bytes(E.MAX_NOTE) + 1)  # 20 kept + 8 computed + 3 hardware
 SNAP_SERIES = E.MAX_SERIES * (NAME + len(':{"step":,"value":,"ema":},') + 16 + 2 * NUM)
 MODEL = E.MAX_MODEL_FIELDS * (_str_bytes(E.MAX_KEY) + 1 + NAME + 1)
-RANKS = E.MAX_RANKS * ((12 + 1 + 16 + 1) + (12 + 1 + NUM + 1))  # "ranks", "rank_step_time_s"
+# "ranks", and "rank_step_time_s" and "rank_over_fastest" (a number per rank each)
+RANKS = E.MAX_RANKS * ((12 + 1 + 16 + 1) + 2 * (12 + 1 + NUM + 1))
 RANKS += E.MAX_RANKS * (10 + 1)  # "stragglers": each rule flags at most half; together, all
 # the per-rank straggler keys of at most MAX_DETAIL (64) ranks (docs/spec.md "Bounds on an
 # update"): three numbers (rank_lag_s, straggler_cost_s, straggler_share), six buckets of
-# rank_time_split, the rule name and the cause text
-DETAIL = 3 * (12 + 1 + NUM + 1) + 244 + 28 + 180
+# rank_time_split and five of rank_time_share (a bucket at most '"checkpoint":' 13 + a number
+# + a comma: 38), the rule name and the cause text
+DETAIL = 3 * (12 + 1 + NUM + 1) + (12 + 1 + 2 + 6 * 38 + 1) + (12 + 1 + 2 + 5 * 38 + 1) + 28 + 180
 RANKS += R.MAX_DETAIL * DETAIL
 ERROR = _str_bytes(E.MAX_ERROR) + 10
 PEAK = 2 * NAME + 1000  # device and dtype strings from the model record; a table citation
 FIXED = 8192  # every other key: ~50 keys, 7 by-convention dicts of 4 numbers, plan, run state
+# the figures the dashboard shows as given: gpu_mean (three numbers, and a reason of at most
+# hardware.MAX_REASON printable ASCII characters for each), time_share (five buckets),
+# plan_vs_actual (three numbers), progress_flops and params_without_embeddings
+SHOWN = len('"gpu_mean":{,"missing":{}},') + sum(
+    2 * (len(f) + 4) + NUM + 2 + 2 * H.MAX_REASON for f in H.MEAN_FIELDS
+)
+SHOWN += len('"time_share":{},') + sum(len(b) + 4 + NUM for b in E.SPLIT)
+SHOWN += len('"plan_vs_actual":{},') + sum(
+    len(k) + 4 + NUM for k in ("tokens_per_s", "mfu", "eta_late_s")
+)
+SHOWN += len('"progress_flops":,') + NUM + len('"params_without_embeddings":,') + NUM
 # hardware (the supervisor's sampler, not training code): its strings are printable ASCII
 # (core/hardware.py), at most 2 bytes a character in JSON (\" and \\). Per GPU: every key with
 # a number, the name, up to 64 throttle names (a 64-bit mask; an unknown bit reads
@@ -86,9 +99,10 @@ def test_the_stated_bound_is_the_sum_of_its_parts():
     # the figures docs/spec.md states
     assert POINTS_BOUND == 13_108_672
     assert HARDWARE == 303_626  # 16 x (18,645 + 1) + host 1,998 + the rest
-    parts = NOTES + SNAP_SERIES + MODEL + RANKS + ERROR + PEAK + FIXED + HARDWARE
-    assert DETAIL == 566
-    assert parts == 956_751 and parts <= SNAPSHOT_BOUND
+    parts = NOTES + SNAP_SERIES + MODEL + RANKS + ERROR + PEAK + FIXED + SHOWN + HARDWARE
+    assert DETAIL == 772
+    assert RANKS == 119_808 + 64 * 772 and SHOWN == 1_801
+    assert parts == 1_010_648 and parts <= SNAPSHOT_BOUND
     assert UPDATE_BOUND == 14_157_312
 
 

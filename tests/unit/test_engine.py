@@ -592,3 +592,153 @@ def test_a_merged_record_replays_as_it_was_applied():
     live = eng.snapshot()
     for key in ("step", "tokens", "step_time_s", "train_time_s", "ranks", "steps_merged"):
         assert again[key] == live[key], key
+
+
+# -- figures the dashboard shows as given (js/derive.js computes none of them) ---------------
+# _run(): 120 tokens, recent rate 80 / 3 tokens/s, steps at 101, 102 and 104 s, elapsed 4 s;
+# FLOPs per token hf 5400, titan 6168.
+
+
+def test_progress_and_flops_required_are_given_whenever_a_budget_is():
+    tokens = _run({"budget_tokens": 1000}).snapshot()
+    assert tokens["progress"] == pytest.approx(0.12)  # 120 / 1000
+    assert tokens["flops_required"]["titan"] == pytest.approx(6_168_000)  # 1000 x 6168
+    assert tokens["progress_flops"] is None  # no FLOPs budget
+    # a FLOPs budget alone: 6,168,000 FLOP is 1000 tokens under titan; FLOPs spent
+    # 120 x 6168 = 740,160 of 6,168,000 = 0.12
+    alone = _run({"budget_flops": 6.168e6}).snapshot()
+    assert alone["progress"] == pytest.approx(0.12)
+    assert alone["progress_flops"] == pytest.approx(0.12)
+    assert alone["flops_required"]["hf"] == pytest.approx(5400 * 1000)
+    # both: progress follows the 500 tokens (120 / 500), the FLOPs still 740,160 / 6,168,000
+    both = _run({"budget_flops": 6.168e6, "budget_tokens": 500}).snapshot()
+    assert both["progress"] == pytest.approx(0.24)
+    assert both["progress_flops"] == pytest.approx(0.12)
+    # in the run's convention: hf spends 120 x 5400 = 648,000 of 6,168,000 = 0.105058...
+    hf = _run({"budget_flops": 6.168e6, "convention": "hf"}).snapshot()
+    assert hf["progress_flops"] == pytest.approx(648_000 / 6.168e6)
+    none = _run().snapshot()
+    assert none["progress"] is None and none["progress_flops"] is None
+    assert none["flops_required"] is None
+
+
+def test_params_without_embeddings_are_params_less_the_embedding_tables():
+    assert _run().snapshot()["params_without_embeddings"] == 900  # 1000 - 100
+    assert Engine().snapshot()["params_without_embeddings"] is None  # no model yet
+
+
+def test_plan_vs_actual_is_the_achieved_over_the_planned():
+    snap = _run({"peak_flops": 1e9, "budget_tokens": 1000}).snapshot()
+    # planned 0.4 x 1e9 / 6168 = 64,850.84 tokens/s; achieved 80/3: 80 x 6168 / (3 x 4e8)
+    # = 4.112e-4 of plan; MFU 80/3 x 6168 / 1e9 = 1.6448e-4 over the planned 0.4, the same
+    versus = snap["plan_vs_actual"]
+    assert versus["tokens_per_s"] == pytest.approx(4.112e-4)
+    assert versus["mfu"] == pytest.approx(1.6448e-4 / 0.4)
+    # ETA 33 s against the planned 0.0135696 s: 32.9864304 s later
+    assert versus["eta_late_s"] == pytest.approx(33 - 0.0135696)
+    no_budget = _run({"peak_flops": 1e9}).snapshot()["plan_vs_actual"]
+    assert no_budget["eta_late_s"] is None and no_budget["mfu"] == pytest.approx(4.112e-4)
+    assert _run().snapshot()["plan_vs_actual"] is None  # no peak: no plan
+
+
+def test_plan_versus_needs_both_sides():
+    from trainmeter.core import plan
+
+    planned = {"mfu": 0.4, "tokens_per_s": 1000.0, "eta_s": 60.0, "source": "default"}
+    assert plan.versus(planned, 500.0, 0.3, 90.0) == {
+        "tokens_per_s": 0.5, "mfu": pytest.approx(0.75), "eta_late_s": 30.0,
+    }  # fmt: skip
+    assert plan.versus(planned, None, None, 30.0) == {
+        "tokens_per_s": None, "mfu": None, "eta_late_s": -30.0,  # 30 s sooner
+    }  # fmt: skip
+    zero = {**planned, "tokens_per_s": 0.0, "eta_s": None}
+    assert plan.versus(zero, 500.0, 0.3, 90.0)["tokens_per_s"] is None
+    assert plan.versus(zero, 500.0, 0.3, 90.0)["eta_late_s"] is None
+    assert plan.versus(None, 500.0, 0.3, 90.0) is None
+
+
+def test_each_rank_over_the_fastest_rank():
+    eng = _run()  # rank 0: intervals 1 s and 2 s, 1.5 s a step
+    t = 104.0
+    for i in range(5):  # rank 1: 0.5 s a step
+        t += 0.5
+        _feed(eng, ("step", t, {"step": i + 1, "rank": 1, "tokens": 40}))
+    _feed(eng, ("step", t, {"step": 1, "rank": 2, "tokens": 40}))  # one step: untimed
+    snap = eng.snapshot()
+    # rank 0: 1.5 / 0.5 - 1 = 2 (200 % longer); rank 1 the fastest: 0; rank 2 not timed
+    assert snap["rank_over_fastest"] == {"0": pytest.approx(2.0), "1": 0.0, "2": None}
+    assert Engine().snapshot()["rank_over_fastest"] is None
+
+
+def test_time_shares_are_each_bucket_over_the_time_they_split():
+    eng = _run()
+    # a data wait of 0.5 s from 102.5 s, inside the timed interval 102 -> 104 s
+    _feed(eng, ("span", 102.5, {"name": "data", "rank": 0, "dur": 0.5}))
+    snap = eng.snapshot()
+    # compute 3 - 0.5 = 2.5 s, data 0.5 s, other 4 - 3 = 1 s of elapsed 4 s
+    assert snap["time_split"]["compute"] == pytest.approx(2.5)
+    assert snap["time_share"] == {
+        "compute": pytest.approx(0.625), "data": pytest.approx(0.125), "checkpoint": 0.0,
+        "eval": 0.0, "other": pytest.approx(0.25),
+    }  # fmt: skip
+    # rank 0's own step time, 3 s (its "other" left out): compute 2.5 / 3, data 0.5 / 3
+    share = snap["rank_time_share"]["0"]
+    assert share == {"compute": pytest.approx(2.5 / 3), "data": pytest.approx(0.5 / 3),
+                     "checkpoint": 0.0, "eval": 0.0, "wait": 0.0}  # fmt: skip
+    bare = _run().snapshot()
+    assert bare["time_share"] is None and bare["rank_time_share"] is None  # no span yet
+
+
+def test_shares_leave_out_what_is_not_measured():
+    from trainmeter.core.metrics import shares
+
+    keys = ("a", "b", "c")
+    assert shares({"a": 3, "b": 1, "c": None}, keys) == {"a": 0.75, "b": 0.25, "c": None}
+    assert shares({"a": 3, "b": -1, "c": float("nan")}, keys) == {"a": 1.0, "b": None, "c": None}
+    assert shares({"a": 0, "b": 0}, keys) is None  # nothing measured: no shares, not 0 %
+    assert shares(None, keys) is None
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _gpu(index, **sample):
+    return {"index": index, **sample}
+
+
+def _hardware_run(*samples):
+    eng = _run({"peak_flops": 1e12})  # a declared peak: observed FLOP/s = tensor_active x 1e12
+    device = {"name": H100, "uuid": "GPU-x", "mem_total_bytes": 80 * 2**30, "power_limit_w": 700.0,
+              "gpm": True, "gpm_reason": None, "mig": False, "gpu_instance_id": None,
+              "lost": None, "missing": {}}  # fmt: skip
+    devices = [{**device, "index": i, "gpu_index": i} for i in range(len(samples))]
+    _feed(eng, ("gpu_devices", 104.1, {"backend": "nvml", "devices": devices, "reason": None}),
+          ("gpu", 104.2, {"gpus": list(samples), "host": None}))  # fmt: skip
+    return eng.snapshot()
+
+
+def test_gpu_means_are_over_the_gpus_that_have_the_field():
+    snap = _hardware_run(_gpu(0, gpu_util=0.9, tensor_active=0.5),
+                         _gpu(1, gpu_util=0.7, tensor_active=0.3))  # fmt: skip
+    mean = snap["gpu_mean"]
+    # GPU-Util (0.9 + 0.7) / 2 = 0.8; OFU (0.5 + 0.3) / 2 = 0.4; observed FLOP/s per GPU
+    # (0.5e12 + 0.3e12) / 2 = 4e11
+    assert mean["gpu_util"] == pytest.approx(0.8)
+    assert mean["ofu"] == pytest.approx(0.4)
+    assert mean["observed_flops_per_s"] == pytest.approx(4e11)
+    assert mean["missing"] == {}
+    # a GPU without the counter is left out of the mean, not counted as 0
+    one = _hardware_run(_gpu(0, gpu_util=0.9, tensor_active=0.5), _gpu(1, gpu_util=0.7))
+    assert one["gpu_mean"]["ofu"] == pytest.approx(0.5)
+
+
+def test_a_gpu_mean_no_gpu_has_says_the_gpus_reason():
+    why = "needs Hopper or newer (NVML GPM)"
+    snap = _hardware_run(_gpu(0, gpu_util=0.6, missing={"tensor_active": why}))
+    mean = snap["gpu_mean"]
+    assert mean["gpu_util"] == pytest.approx(0.6)
+    assert mean["ofu"] is None and mean["missing"]["ofu"] == why
+    assert mean["missing"]["observed_flops_per_s"] == why
+    bare = Engine().snapshot()["gpu_mean"]  # no sampler: every mean missing, with a reason
+    assert bare["ofu"] is None and "needs GPU counters" in bare["missing"]["ofu"]
+    assert bare["gpu_util"] is None and bare["missing"]["gpu_util"].startswith("not measured")

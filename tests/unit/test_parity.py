@@ -10,6 +10,11 @@ JS test checks that what the chart draws is exactly that. This test fails when t
 is not what the Python gives now (run ``python tests/unit/test_parity.py --write`` and commit
 it); the JS test fails when ``js/state.js`` ``thin``/``ema`` or ``js/derive.js`` ``mfuOverTime``
 disagree with the file.
+
+Nor does the browser work out any other figure from the snapshot's: the file holds the
+snapshot of a run with every such key filled (budget fractions, FLOPs required, time and rank
+shares, each rank over the fastest, the plan against the achieved, the GPUs' means, parameters
+without embeddings), and the JS test checks that ``js/derive.js`` gives exactly those numbers.
 """
 
 import json
@@ -103,6 +108,45 @@ def _mfu_run(rng: random.Random, steps: int, cap: int) -> dict:
     return {"cap": cap, "series": series, "snapshot_mfu": kept, "conventions": sorted(at)}
 
 
+# the snapshot keys js/derive.js shows as given (js/tests/parity.test.js), and what it reads
+# beside them
+SHOWN = ("convention", "tokens", "budget_tokens", "budget_flops", "progress", "progress_flops",
+         "flops_spent", "flops_required", "model", "params_without_embeddings", "plan",
+         "plan_vs_actual", "rank_step_time_s", "rank_over_fastest", "ranks", "time_split",
+         "time_share", "rank_time_split", "rank_time_share", "gpu_mean", "gpus")  # fmt: skip
+
+
+def _shown_run() -> dict:
+    """A two-rank run on two fake H100s with both budgets, a declared plan MFU, rank 1 slower
+    and each rank's data waits, and the sampler's readings of two GPUs (tensor activity on one):
+    the snapshot's keys of ``SHOWN``."""
+    eng = Engine()
+    opts = {"budget_tokens": 100_000, "budget_flops": 5e11, "plan_mfu": 0.3}
+    eng.apply(records.make("run_start", 1000.0, id="r", name="n", argv=[], version="0",
+                           opts=opts))  # fmt: skip
+    for rank in (0, 1):
+        eng.apply(records.make("agent_hello", 1000.0, pid=rank + 1, rank=rank, world_size=2,
+                               host="h"))  # fmt: skip
+        eng.apply(records.make("model", 1000.0, **{**MODEL, "device_index": rank}, rank=rank))
+    device = {"name": MODEL["device_name"], "uuid": "GPU-x", "mem_total_bytes": 80 * 2**30,
+              "power_limit_w": 700.0, "gpm": True, "gpm_reason": None, "mig": False,
+              "gpu_instance_id": None, "lost": None, "missing": {}}  # fmt: skip
+    devices = [{**device, "index": i, "gpu_index": i} for i in (0, 1)]
+    eng.apply(records.make("gpu_devices", 1000.0, backend="nvml", devices=devices, reason=None))
+    for step in range(1, 13):
+        for rank, dt in ((1, 0.27), (0, 0.2)):
+            t = 1000.0 + step * dt
+            eng.apply(records.make("span", t - 0.05, name="data", rank=rank, dur=0.01 * (rank + 1)))
+            eng.apply(records.make("step", t, step=step, rank=rank, tokens=2048))
+    gpus = [
+        {"index": 0, "gpu_util": 0.93, "tensor_active": 0.41},
+        {"index": 1, "gpu_util": 0.88, "missing": {"tensor_active": "not reported"}},
+    ]
+    eng.apply(records.make("gpu", 1003.3, gpus=gpus, host=None))
+    snap = eng.snapshot()
+    return {k: snap[k] for k in SHOWN}
+
+
 def golden() -> dict:
     rng = random.Random(20261202)
     thin = []
@@ -117,7 +161,7 @@ def golden() -> dict:
         ys = _series(rng, n, gaps=False)
         ema.append({"ys": ys, "out": _ema(ys)})
     mfu = [_mfu_run(rng, 60, 2000), _mfu_run(rng, 300, 64)]  # whole, and thinned by the engine
-    return {"beta": EMA_BETA, "thin": thin, "ema": ema, "mfu": mfu}
+    return {"beta": EMA_BETA, "thin": thin, "ema": ema, "mfu": mfu, "shown": _shown_run()}
 
 
 def test_the_golden_file_is_what_the_python_gives_now():
@@ -135,6 +179,12 @@ def test_the_cases_exercise_what_can_differ():
     whole, thinned = g["mfu"]
     assert len(whole["series"]["mfu/hf"][0]) == 60 - 2  # every timed step (1 and 40 open cells)
     assert len(thinned["series"]["mfu/hf"][0]) < 300 - 2  # the engine thinned it
+    shown = g["shown"]
+    assert all(shown[k] is not None for k in SHOWN), [k for k in SHOWN if shown[k] is None]
+    assert shown["rank_over_fastest"]["1"] > 0 and shown["rank_over_fastest"]["0"] == 0
+    assert all(shown["rank_time_share"][r] for r in ("0", "1"))
+    assert shown["gpu_mean"]["ofu"] is not None and shown["gpu_mean"]["gpu_util"] is not None
+    assert None not in shown["plan_vs_actual"].values()
     for case in g["mfu"]:
         assert "mfu/megatron" not in case["series"]  # no FLOPs per token: no series
         for name, (_, ys) in case["series"].items():

@@ -21,12 +21,12 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from trainmeter.core import catalog, flops, metrics, peaks, plan, rank_models
+from trainmeter.core import catalog, flops, metrics, passport, peaks, plan, rank_models
 from trainmeter.core.drops import Drops, drop_text
-from trainmeter.core.hardware import HardwareState
+from trainmeter.core.hardware import HardwareState, gpu_means
 from trainmeter.core.options import LoggedOptions, from_record
 from trainmeter.core.rank_counts import RankCounts
-from trainmeter.core.ranks import Ranks
+from trainmeter.core.ranks import Ranks, over_fastest
 from trainmeter.core.records import SPAN_KINDS
 from trainmeter.core.timeline import DEFAULT_CAP, Timeline
 
@@ -45,6 +45,7 @@ MAX_COUNT = 2**53  # steps, tokens, samples must be below: JavaScript's exact in
 MAX_ERROR = 2000  # characters of a segment's error text (as the supervisor cuts it)
 STRAGGLER_MARGIN = 0.15  # a rank is slow when its step time exceeds the ranks' median by this
 STRAGGLER_EVALS = 5  # ...at this many consecutive evaluations (rank 0's steps) in a row
+SPLIT = ("compute", "data", "checkpoint", "eval", "other")  # time_split's buckets of elapsed_s
 MAX_SPAN_S = 1e9  # seconds of one span at most (a bad record cannot overflow the sums)
 _COUNTED_MAX = 1000  # distinct refused names counted exactly; beyond, "1000+"
 _SHAPE_FIELDS = {f.name for f in fields(flops.ModelShape)}
@@ -575,6 +576,12 @@ class Engine:
         model_rate = None
         if rate is not None and fpt_now:
             model_rate = {k: metrics.model_flops_per_s(rate, v) for k, v in fpt_now.items()}
+        spent = {k: (v * c.tokens if v is not None else None) for k, v in fpt.items()}
+        mfu = _mfu(rate, fpt_now, gpus, peak)
+        planned = self._plan(peak, gpus, fpt.get(convention), budget, moving)
+        step_times = {str(r): rc.step_time_s() for r, rc in sorted(self.rank_clocks.items())}
+        time_split = self._time_split(elapsed)
+        hardware = self.hw.snapshot(self._dtype(), self._declared_peak(), pids=self._train_pids())
         dropped = self.drops.snapshot()
         merged = self._merged_snapshot()
         way = [x for x in ((merged or {}).get("text"), drop_text(dropped)) if x]
@@ -600,20 +607,21 @@ class Engine:
             "progress": metrics.progress(c.tokens, budget),
             "eta_s": eta,
             "model": dict(self.model) if self.model is not None else None,
+            "params_without_embeddings": passport.params_without_embeddings(self.model),
             "ranks": {str(r): rc.steps for r, rc in sorted(self.rank_clocks.items())},
             "convention": convention,
             "flops_per_token": fpt,
             "flops_per_token_missing": {
                 k: list(flops.missing_fields(self.shape, k)) for k, v in fpt.items() if v is None
             },
-            "flops_spent": {k: (v * c.tokens if v is not None else None) for k, v in fpt.items()},
+            "flops_spent": spent,
             "seq_len_mean": seq_mean,
             "seq_len_recent": seq_recent,
             "flops_per_token_seq_len": seq_mean if seq_mean is not None else self._seq_len(),
             "step_clock": self.step_clock or ("optimizer" if c.step else None),
             "dtype": self._dtype(),
             "peak": _peak_dict(peak),
-            "mfu": _mfu(rate, fpt_now, gpus, peak),
+            "mfu": mfu,
             "mfu_avg": _mfu(rate_avg, fpt, gpus, peak),
             "series": self._series_out(),
             "notes": notes,
@@ -622,6 +630,8 @@ class Engine:
             "gpu_hours": gpus * elapsed / 3600 if gpus else None,
             "gpu_hours_to_finish": gpus * eta / 3600 if gpus and eta is not None else None,
             "budget_flops": budget_flops,
+            # FLOPs spent over the FLOPs budget, in the run's convention
+            "progress_flops": metrics.progress(spent.get(convention), budget_flops),
             "flops_required": _times(fpt, budget),
             "model_flops_per_s": model_rate,
             "model_flops_per_s_per_gpu": _per(model_rate, gpus),
@@ -630,17 +640,17 @@ class Engine:
             "tokens_counting": self._tokens_counting(),
             # rank_counts, rank_tokens (docs/spec.md "Counts from every rank")
             **self.counts.snapshot(self._world(), 64),
-            "plan": self._plan(peak, gpus, fpt.get(convention), budget, moving),
-            "rank_step_time_s": {
-                str(r): rc.step_time_s() for r, rc in sorted(self.rank_clocks.items())
-            },
+            "plan": planned,
+            "plan_vs_actual": plan.versus(planned, rate, (mfu or {}).get(convention), eta),
+            "rank_step_time_s": step_times,
+            "rank_over_fastest": over_fastest(step_times),
             # stragglers (either rule), rank_lag_s, straggler_cost_s, ... (core/ranks.py)
             **self.ranks.snapshot(self.stragglers, elapsed),
-            "time_split": self._time_split(elapsed),
+            "time_split": time_split,
+            "time_share": metrics.shares(time_split, SPLIT),
             "energy_j": self.hw.energy_j(),
-            "hardware": self.hw.snapshot(
-                self._dtype(), self._declared_peak(), pids=self._train_pids()
-            ),
+            "hardware": hardware,
+            "gpu_mean": gpu_means(hardware),
             "process": dict(self.process) if self.process is not None else None,
             "dropped": dropped,
             "steps_merged": merged,

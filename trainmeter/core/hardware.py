@@ -34,6 +34,41 @@ MAX_REASONS = 28  # `missing` entries per device (one per field at most)
 MAX_NODE = 200  # characters of a merged run's node label (a host name, -<position> added)
 
 
+MEAN_FIELDS = ("gpu_util", "ofu", "observed_flops_per_s")
+"""The fields of ``gpu_mean``: averaged over the sampled GPUs (docs/spec.md)."""
+_NO_GPU = {  # why a mean is missing when no GPU was sampled
+    "gpu_util": "not measured yet: no GPU sampled",
+    "ofu": "not measured yet: needs GPU counters (NVML GPM, Hopper or newer)",
+    "observed_flops_per_s": "not measured yet: needs GPU counters (NVML GPM, Hopper or newer)",
+}
+
+
+def gpu_means(hardware: dict[str, Any] | None) -> dict[str, Any]:
+    """The snapshot's ``gpu_mean``: each of ``MEAN_FIELDS`` averaged over the GPUs of
+    ``hardware`` (the snapshot's) that have it, a lost GPU's last figure included; GPU-Util
+    (fraction), OFU (fraction, a counter: beside MFU, never in its place) and observed FLOP/s
+    per GPU. A field no GPU has is None with its reason in ``missing``: the first GPU's own
+    reason for it (printable ASCII, at most ``MAX_REASON`` characters), else "not measured
+    yet" (and what it needs, when no GPU was sampled). Formula: ``sum(values) / len(values)``."""
+    gpus = [g for g in (hardware or {}).get("gpus") or [] if isinstance(g, dict)]
+    out: dict[str, Any] = {}
+    missing: dict[str, str] = {}
+    for field in MEAN_FIELDS:
+        values = [
+            float(g[field]) for g in gpus
+            if isinstance(g.get(field), (int, float)) and not isinstance(g.get(field), bool)
+        ]  # fmt: skip
+        out[field] = sum(values) / len(values) if values else None
+        if not values:
+            why = (gpus[0].get("missing") or {}).get(field) if gpus else None
+            if why:
+                missing[field] = _clip(why, MAX_REASON)
+            else:
+                missing[field] = "not measured yet" if gpus else _NO_GPU[field]
+    out["missing"] = missing
+    return out
+
+
 def _clip(text: Any, limit: int) -> str:
     """``text`` as printable ASCII (others become "?"), cut to ``limit`` characters: the
     sampler's strings are ASCII, and a bounded string of ASCII has a bounded JSON size."""

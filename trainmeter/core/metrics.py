@@ -1,4 +1,4 @@
-"""Run metrics as pure functions: MFU, model FLOP/s, tokens/s, EMA, ETA, progress.
+"""Run metrics as pure functions: MFU, model FLOP/s, tokens/s, EMA, ETA, progress, shares.
 
 A missing input (None) gives a missing output (None), so a figure that cannot be computed yet is
 shown as "n/a" by whoever displays it; a negative or non-finite input is a programming error
@@ -159,4 +159,28 @@ def progress(done: float | None, budget: float | None) -> float | None:
     return float(done) / float(budget)
 
 
-__all__ = ["ema", "eta_s", "mfu", "model_flops_per_s", "progress", "throughput"]
+def shares(parts: dict | None, keys: tuple[str, ...]) -> dict[str, float | None] | None:
+    """Each of ``keys``'s part of the whole, a fraction (time_split's seconds as shares).
+
+    Inputs: ``parts`` {key: amount} in one unit (seconds), or None; ``keys`` the parts that
+    make the whole, in order.
+    Formula: ``parts[k] / sum(parts[j] for j in keys)`` for each ``k`` of ``keys``; a part that
+    is missing, not a finite number or negative has no share (None) and is not in the sum.
+    Source: definition.
+    Returns None when ``parts`` is None or the sum is not above 0 (nothing measured yet).
+    Never raises.
+    """
+    if not isinstance(parts, dict):
+        return None
+    known = {}
+    for k in keys:
+        v = parts.get(k)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        known[k] = float(v) if ok and math.isfinite(v) and v >= 0 else None
+    total = math.fsum(v for v in known.values() if v is not None)
+    if not total > 0:
+        return None
+    return {k: (v / total if v is not None else None) for k, v in known.items()}
+
+
+__all__ = ["ema", "eta_s", "mfu", "model_flops_per_s", "progress", "shares", "throughput"]

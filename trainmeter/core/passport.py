@@ -156,14 +156,13 @@ def _dates(run: dict, elapsed: Any, why: dict[str, str]) -> dict[str, Any]:
 
 
 def _model(m: Any, why: dict[str, str]) -> dict[str, Any] | None:
-    """Name, shape and parameter counts; ``params_without_embeddings = params -
-    embedding_params`` (what ``transformers``' ``num_parameters(exclude_embeddings=True)``
-    gives, docs/spec.md "FLOPs per token")."""
+    """Name, shape and parameter counts (``params_without_embeddings``: the function of that
+    name)."""
     if not isinstance(m, dict):
         why["model"] = WHY_NO_MODEL
         return None
     params, emb = m.get("params"), m.get("embedding_params")
-    without = params - emb if finite_number(params) and finite_number(emb) else None
+    without = params_without_embeddings(m)
     out = {
         "name": m.get("name"),
         "params": params,
@@ -175,6 +174,17 @@ def _model(m: Any, why: dict[str, str]) -> dict[str, Any] | None:
         if out[k] is None:
             why[f"model.{k}"] = "not in the agent's model record"
     return out
+
+
+def params_without_embeddings(model: Any) -> int | float | None:
+    """``params - embedding_params`` of a model record (count): what ``transformers``'
+    ``num_parameters(exclude_embeddings=True)`` gives (docs/spec.md "FLOPs per token"); the
+    snapshot's ``params_without_embeddings`` and the passport's. None when either count is not
+    a finite number (or ``model`` is not a record)."""
+    if not isinstance(model, dict):
+        return None
+    params, emb = model.get("params"), model.get("embedding_params")
+    return params - emb if finite_number(params) and finite_number(emb) else None
 
 
 def why_missing(convention: str, fields: list[str] | tuple[str, ...]) -> str:

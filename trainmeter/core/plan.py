@@ -1,9 +1,9 @@
 """Planning: the throughput, time, GPU-hours, energy and cost a run would have at an assumed MFU.
 
 Everything here is a pure function of its inputs. The snapshot's ``plan`` key uses :func:`plan`
-(docs/spec.md "Snapshot keys for the dashboard"); ``tm plan`` and Python callers use
-:func:`plan_run`, which calls the same :func:`plan` once per FLOPs convention (docs/spec.md
-"Planning a run (`tm plan`)"). Standard library only.
+and its ``plan_vs_actual`` key :func:`versus` (docs/spec.md "Snapshot keys for the dashboard");
+``tm plan`` and Python callers use :func:`plan_run`, which calls the same :func:`plan` once per
+FLOPs convention (docs/spec.md "Planning a run (`tm plan`)"). Standard library only.
 """
 
 from __future__ import annotations
@@ -104,6 +104,37 @@ def plan(
     if rate is None:
         return None
     return Plan(float(mfu), rate, metrics.eta_s(done_tokens, budget_tokens, rate), source)
+
+
+def versus(planned: dict | None, tokens_per_s: float | None, mfu: float | None,
+           eta_s: float | None) -> dict[str, float | None] | None:  # fmt: skip
+    """The run against its plan: the snapshot's ``plan_vs_actual``.
+
+    Inputs: ``planned``, the snapshot's ``plan`` (``Plan.as_dict()``) or None; the run's
+    ``tokens_per_s``, ``mfu`` (under the plan's convention) and ``eta_s`` (s), each None when
+    not measured.
+    Formulas: ``tokens_per_s / planned tokens_per_s`` and ``mfu / planned mfu`` (fractions,
+    1.0 = on plan); ``eta_late_s = eta_s - planned eta_s`` (s; above 0: later than planned).
+    Returns None without a plan; each figure None when either side is missing (a ratio also
+    when the planned figure is not above 0).
+    """
+    if not isinstance(planned, dict):
+        return None
+
+    def number(x):
+        ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+        return float(x) if ok else None
+
+    def over(achieved, plan_value):
+        a, p = number(achieved), number(plan_value)
+        return a / p if a is not None and p is not None and p > 0 else None
+
+    eta, planned_eta = number(eta_s), number(planned.get("eta_s"))
+    return {
+        "tokens_per_s": over(tokens_per_s, planned.get("tokens_per_s")),
+        "mfu": over(mfu, planned.get("mfu")),
+        "eta_late_s": eta - planned_eta if eta is not None and planned_eta is not None else None,
+    }
 
 
 JOULES_PER_KWH = 3.6e6
@@ -297,4 +328,5 @@ __all__ = [
     "plan",
     "plan_run",
     "planned_tokens_per_s",
+    "versus",
 ]

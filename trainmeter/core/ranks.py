@@ -18,6 +18,7 @@ import math
 from collections import deque
 from itertools import islice
 
+from trainmeter.core.metrics import shares
 from trainmeter.core.records import SPAN_KINDS
 
 LAG_WINDOW = 20  # synchronous steps in a rank's lag window
@@ -28,6 +29,9 @@ LAG_EVALS = 5  # ... flagged after this many consecutive slow evaluations
 JOIN_STEPS = 64  # step numbers of a group kept open for the ranks' records
 INTERVALS = 20  # a rank's recent step intervals (the job's step time: their lower median)
 BUCKETS = ("compute", "data", "checkpoint", "eval")  # a cause is one of these
+# a rank's step time, bucket by bucket: its split less "other" (time outside steps, which
+# start-up dwarfs): the buckets of ``rank_time_share``
+STEP_BUCKETS = (*BUCKETS, "wait")
 MAX_DETAIL = 64  # ranks the per-rank snapshot keys carry (the flagged first): a bounded update
 MAX_EXCESS_S = 1e6  # a cause's excess per step is said up to this (a bounded text)
 _CAUSE = {
@@ -255,7 +259,10 @@ class Ranks:
         - ``straggler_rule``: {rank: ``lag`` | ``interval`` | ``lag+interval``}, flagged only;
         - ``straggler_cause``: {rank: text}, flagged only (:meth:`cause`);
         - ``rank_time_split``: {rank: {compute, data, checkpoint, eval, wait, other} (s)},
-          null for a rank with no span yet; null when no rank has one.
+          null for a rank with no span yet; null when no rank has one;
+        - ``rank_time_share``: {rank: {compute, data, checkpoint, eval, wait}}: each bucket of
+          ``rank_time_split`` over those five together (``metrics.shares``; its ``other``
+          left out), same nulls.
         """
         by_lag = {k for k, r in self.ranks.items() if r.flagged and self._coupled(r.group)}
         by_interval = set(interval_flagged or ())
@@ -283,6 +290,7 @@ class Ranks:
             "straggler_rule": {str(k): _rule_name(k in by_lag, k in by_interval) for k in named},
             "straggler_cause": {str(k): self.cause(k, median) for k in named},
             "rank_time_split": _or_none(split),
+            "rank_time_share": _or_none({k: shares(v, STEP_BUCKETS) for k, v in split.items()}),
         }
 
     def _median_per_step(self) -> dict[str, float] | None:
@@ -328,6 +336,24 @@ class Ranks:
             return f"rank {rank}: cause unknown (no bucket of its time is above the median rank)"
         ms = f"{min(excess[bucket], MAX_EXCESS_S) * 1e3:.0f}"
         return f"rank {rank}: " + _CAUSE[bucket].format(ms=ms)
+
+
+def over_fastest(step_times: dict[str, float | None]) -> dict[str, float | None] | None:
+    """Each rank's step time over the fastest rank's, less one: how much longer its steps are,
+    as a fraction of the fastest's (0 for the fastest; 0.2: 20 % longer).
+
+    Inputs: ``step_times`` {rank: mean step time (s), or None before its first timed step}
+    (the snapshot's ``rank_step_time_s``).
+    Formula: ``step_times[r] / min(step_times) - 1`` over the ranks with a step time above 0.
+    Returns {rank: fraction or None (no step time)}, or None when no rank has a step time.
+    """
+    known = [t for t in step_times.values() if t is not None and t > 0]
+    if not known:
+        return None
+    fastest = min(known)
+    return {
+        r: (t / fastest - 1 if t is not None and t > 0 else None) for r, t in step_times.items()
+    }
 
 
 def _or_none(by_rank: dict) -> dict | None:
