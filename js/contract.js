@@ -6,7 +6,9 @@
 //
 // The front end only shows what the engine computed (trainmeter/core/engine.py): the snapshot's
 // figures and the timeline's series. A figure missing from the snapshot is shown with its reason,
-// never computed here from other figures.
+// never computed here from other figures (shares, ratios, means and fractions are snapshot keys
+// too). The one computation left in the browser is the view-time overlay: dollars at a price per
+// GPU-hour typed into the view (View.price), which must never reach the kernel or the log.
 
 /**
  * One chart series as the store holds it (state.js): x ascending, y a number or null (a gap; a NaN
@@ -90,6 +92,25 @@
  */
 
 /**
+ * The run against its plan (core/plan.py `versus`): achieved over planned, and the ETA's
+ * difference; null where either side is unknown.
+ * @typedef {object} PlanVersus
+ * @property {number | null} [tokens_per_s] achieved over planned tokens/s (1.0 = on plan)
+ * @property {number | null} [mfu] achieved over planned MFU, the run's convention
+ * @property {number | null} [eta_late_s] ETA less the planned ETA (s; above 0: later)
+ */
+
+/**
+ * Means over the run's GPUs (core/hardware.py `gpu_means`); a mean no GPU has is null with its
+ * reason in `missing`.
+ * @typedef {object} GpuMean
+ * @property {number | null} [gpu_util]
+ * @property {number | null} [ofu] a counter (tensor-pipe activity), beside MFU
+ * @property {number | null} [observed_flops_per_s] per GPU
+ * @property {Record<string, string>} [missing]
+ */
+
+/**
  * @typedef {object} HardwareInfo
  * @property {GpuSample[]} [gpus]
  * @property {{cpu_util?: number, mem_used_bytes?: number, mem_total_bytes?: number,
@@ -109,9 +130,11 @@
  * @property {number | null} [step_time_s]
  * @property {number | null} [budget_tokens]
  * @property {number | null} [budget_flops]
- * @property {number | null} [progress]
+ * @property {number | null} [progress] tokens over budget_tokens
+ * @property {number | null} [progress_flops] FLOPs spent (the run's convention) over budget_flops
  * @property {number | null} [eta_s]
  * @property {ModelInfo | null} [model]
+ * @property {number | null} [params_without_embeddings] params less embedding_params
  * @property {string | null} [dtype]
  * @property {string} [convention]
  * @property {ByConvention | null} [flops_per_token]
@@ -132,13 +155,19 @@
  * @property {number | null} [gpu_hours]
  * @property {number | null} [gpu_hours_to_finish]
  * @property {PlanInfo | null} [plan]
+ * @property {PlanVersus | null} [plan_vs_actual]
  * @property {number | null} [energy_j]
  * @property {HardwareInfo | null} [hardware]
- * @property {Record<string, number> | null} [time_split]
+ * @property {GpuMean | null} [gpu_mean]
+ * @property {Record<string, number> | null} [time_split] seconds per bucket
+ * @property {Record<string, number | null> | null} [time_share] time_split's shares
  * @property {Record<string, number>} [ranks]
  * @property {Record<string, number | null>} [rank_step_time_s]
+ * @property {Record<string, number | null> | null} [rank_over_fastest] step time over the fastest
+ *   rank's, less 1 (0: the fastest)
  * @property {Record<string, number | null>} [rank_lag_s]
  * @property {Record<string, Record<string, number>>} [rank_time_split]
+ * @property {Record<string, Record<string, number | null> | null> | null} [rank_time_share]
  * @property {number[] | Record<string, any> | null} [stragglers]
  * @property {Record<string, string>} [straggler_rule]
  * @property {Record<string, string>} [straggler_cause]

@@ -1,6 +1,10 @@
 // Pure functions that turn a snapshot (docs/spec.md "Snapshot") into what the panels show. No DOM
 // here, so node --test covers them. A figure the snapshot does not hold is never guessed: it comes
 // back as {value: null, why: "plain reason"}, and the panel prints the reason, never a zero.
+// Nothing here derives a figure from other figures: shares, ratios, means and fractions are the
+// engine's snapshot keys (trainmeter/core/engine.py), read as given. The one exception is the
+// view-time overlay (costOverlay): dollars at a price typed into this view, which must never
+// reach the kernel or the log, so only the browser can multiply it.
 
 import { isNum } from "./format.js";
 
@@ -9,6 +13,8 @@ import { isNum } from "./format.js";
 
 export const isObj = (x) => x !== null && typeof x === "object" && !Array.isArray(x);
 export const str = (x) => (typeof x === "string" && x ? x : "");
+/** `obj[key]` when it is a number, else null. */
+const num = (obj, key) => (isObj(obj) && isNum(obj[key]) ? obj[key] : null);
 
 /** The named FLOPs conventions, in the order they are listed (docs/spec.md "FLOPs per token"). */
 export const CONVENTIONS = ["hf", "megatron", "titan", "embeddings"];
@@ -181,6 +187,10 @@ function gpuHoursWhy(snap) {
  * The view-time overlays: {spent, toFinish, kwh}, each {value, why}. Dollars are
  * price × gpu_hours and price × gpu_hours_to_finish; kWh is energy_j / 3.6e6. The price is an
  * argument only: it is never stored and never sent anywhere.
+ *
+ * Computed here by design, not by the engine: the price is typed into this view and must never
+ * reach the kernel, the supervisor or the run log (the physics-not-prices invariant), so the
+ * multiplication can only happen in the browser. kWh is energy_j in another unit, not a new figure.
  */
 export function costOverlay(price, snap) {
   const p = parsePrice(price);
@@ -228,37 +238,44 @@ export const HOW_TO_BUDGET = "no budget declared: declare one with --budget-toke
 
 /**
  * The declared budget against what is done. A FLOPs budget is counted in the run's convention
- * (docs/spec.md): {kind: "flops"|"tokens"|null, done, total, fraction, conv}.
+ * (docs/spec.md): {kind: "flops"|"tokens"|null, done, total, fraction, conv, why}. The fraction
+ * is the engine's: `progress_flops` (FLOPs spent over the FLOPs budget) or `progress` (tokens over
+ * the token budget); when it is null, `why` is the engine's note on the budget, if it wrote one.
  * @param {Snapshot} snap
  */
 export function budgetOf(snap) {
   const conv = runConvention(snap);
+  const why = (fraction) => (fraction === null ? noteAbout(snap.notes, /^budget:/) : "");
   if (isNum(snap.budget_flops) && snap.budget_flops > 0) {
     const done = byConv(snap, "flops_spent", conv);
-    return { kind: "flops", done, total: snap.budget_flops, fraction: isNum(done) ? done / snap.budget_flops : null, conv };
+    const fraction = isNum(snap.progress_flops) ? snap.progress_flops : null;
+    return { kind: "flops", done, total: snap.budget_flops, fraction, conv, why: why(fraction) };
   }
   if (isNum(snap.budget_tokens) && snap.budget_tokens > 0) {
     const done = isNum(snap.tokens) ? snap.tokens : null;
-    const fraction = isNum(snap.progress) ? snap.progress : isNum(done) ? done / snap.budget_tokens : null;
-    return { kind: "tokens", done, total: snap.budget_tokens, fraction, conv };
+    const fraction = isNum(snap.progress) ? snap.progress : null;
+    return { kind: "tokens", done, total: snap.budget_tokens, fraction, conv, why: why(fraction) };
   }
-  return { kind: null, done: null, total: null, fraction: null, conv };
+  return { kind: null, done: null, total: null, fraction: null, conv, why: "" };
 }
 
 /**
- * FLOPs to reach the budget under `conv`: the snapshot's flops_required, else budget × FLOPs/token.
+ * FLOPs to reach the budget under `conv`: the snapshot's flops_required (the engine fills it for
+ * every convention with FLOPs per token whenever there is a budget), else null.
  * @param {Snapshot} snap
  */
 export function flopsRequired(snap, conv) {
-  const given = byConv(snap, "flops_required", conv);
-  if (given !== null) return given;
-  const fpt = byConv(snap, "flops_per_token", conv);
-  return isNum(snap.budget_tokens) && snap.budget_tokens > 0 && fpt !== null ? snap.budget_tokens * fpt : null;
+  return byConv(snap, "flops_required", conv);
 }
 
-/** Achieved over planned, as a fraction (1.0 = on plan), or null. */
-export function ratio(achieved, planned) {
-  return isNum(achieved) && isNum(planned) && planned > 0 ? achieved / planned : null;
+/**
+ * The run against its plan, as the engine gave it (`plan_vs_actual`): {tokensPerS, mfu} achieved
+ * over planned (1.0 = on plan) and etaLate (s, above 0: later than planned); null where unknown.
+ * @param {Snapshot} snap
+ */
+export function planVersus(snap) {
+  const v = isObj(snap.plan_vs_actual) ? snap.plan_vs_actual : {};
+  return { tokensPerS: num(v, "tokens_per_s"), mfu: num(v, "mfu"), etaLate: num(v, "eta_late_s") };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -305,21 +322,27 @@ export function gpusOf(hardware) {
 }
 
 /**
- * OFU across the run's GPUs: the mean of each GPU's `ofu` (tensor-pipe activity from NVML GPM, a
- * counter), with the mean observed FLOP/s per GPU. Shown beside MFU, never in its place
- * (the counters-beside invariant). {value, why, observed}.
+ * One of the engine's means over the run's GPUs (`gpu_mean`: `gpu_util`, `ofu`,
+ * `observed_flops_per_s`): {value, why}, the reason as the core wrote it when no GPU has it.
+ * @param {Snapshot} snap
+ * @param {"gpu_util" | "ofu" | "observed_flops_per_s"} field
+ */
+export function gpuMean(snap, field) {
+  const mean = isObj(snap.gpu_mean) ? snap.gpu_mean : null;
+  if (mean && isNum(mean[field])) return known(mean[field]);
+  const reason = mean && isObj(mean.missing) ? str(mean.missing[field]) : "";
+  return missing(reason || NOT_MEASURED);
+}
+
+/**
+ * OFU across the run's GPUs: the engine's mean of each GPU's `ofu` (tensor-pipe activity from
+ * NVML GPM, a counter), with its mean observed FLOP/s per GPU. Shown beside MFU, never in its
+ * place (the counters-beside invariant). {value, why, observed}.
  * @param {Snapshot} snap
  */
 export function ofuFigure(snap) {
-  const gpus = gpusOf(snap.hardware);
-  if (!gpus.length) return { ...missing(`${NOT_MEASURED}: needs GPU counters (NVML GPM, Hopper or newer)`), observed: null };
-  const mean = (key) => {
-    const xs = gpus.map((g) => g[key]).filter(isNum);
-    return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
-  };
-  const value = mean("ofu");
-  if (value === null) return { ...gpuField(gpus[0], "ofu"), observed: null };
-  return { ...known(value), observed: mean("observed_flops_per_s") };
+  const ofu = gpuMean(snap, "ofu");
+  return { ...ofu, observed: ofu.value === null ? null : gpuMean(snap, "observed_flops_per_s").value };
 }
 
 /**
@@ -343,15 +366,13 @@ export const SPLIT = [
 ];
 
 /**
- * A split of seconds by bucket (time_split, or one rank's rank_time_split entry over RANK_SPLIT) as
- * shares: [{key, label, seconds, share}] (shares of the summed seconds), or null.
+ * A split of seconds by bucket with the engine's shares of it: time_split with time_share, or one
+ * rank's rank_time_split and rank_time_share entries over RANK_SPLIT. [{key, label, seconds,
+ * share}], or null while the engine gives no shares.
  */
-export function timeShares(split, buckets = SPLIT) {
-  if (!isObj(split)) return null;
-  const parts = buckets.map((p) => ({ ...p, seconds: isNum(split[p.key]) && split[p.key] >= 0 ? split[p.key] : null }));
-  const total = parts.reduce((s, p) => s + (p.seconds ?? 0), 0);
-  if (!(total > 0)) return null;
-  return parts.map((p) => ({ ...p, share: p.seconds === null ? null : p.seconds / total }));
+export function timeShares(split, shares, buckets = SPLIT) {
+  if (!isObj(shares)) return null;
+  return buckets.map((p) => ({ ...p, seconds: num(split, p.key), share: num(shares, p.key) }));
 }
 
 /**
@@ -372,14 +393,13 @@ export function stragglerSet(stragglers) {
  */
 export const RANK_SPLIT = [...SPLIT.slice(0, 4), { key: "wait", label: "waiting for other ranks" }];
 
-const num = (obj, key) => (isObj(obj) && isNum(obj[key]) ? obj[key] : null);
-
 /**
- * Per-rank rows, in rank order: [{rank, stepTime, steps, vsFastest, lag, jobWait, jobWaitShare,
- * shares, straggler, rule, cause}]. vsFastest is step time over the fastest rank's (1 = the
- * fastest); lag (rank_lag_s), jobWait (straggler_cost_s), jobWaitShare (straggler_share),
- * shares (timeShares of rank_time_split over RANK_SPLIT), rule and cause (straggler_rule, straggler_cause) are
- * the engine's own figures (trainmeter/core/ranks.py), null where it has none.
+ * Per-rank rows, in rank order: [{rank, stepTime, steps, overFastest, lag, jobWait, jobWaitShare,
+ * shares, straggler, rule, cause}]. All are the engine's own figures (trainmeter/core/ranks.py),
+ * null where it has none: overFastest (rank_over_fastest: how much longer the rank's steps are
+ * than the fastest rank's, 0 for the fastest), lag (rank_lag_s), jobWait (straggler_cost_s),
+ * jobWaitShare (straggler_share), shares (rank_time_split's seconds with rank_time_share's
+ * shares, over RANK_SPLIT), rule and cause (straggler_rule, straggler_cause).
  * @param {Snapshot} snap
  */
 export function rankRows(snap) {
@@ -387,10 +407,9 @@ export function rankRows(snap) {
   const steps = isObj(snap.ranks) ? snap.ranks : {};
   const names = [...new Set([...Object.keys(times), ...Object.keys(steps)])];
   names.sort((a, b) => Number(a) - Number(b) || (a < b ? -1 : a > b ? 1 : 0));
-  const finite = names.map((r) => times[r]).filter((t) => isNum(t) && t > 0);
-  const fastest = finite.length ? Math.min(...finite) : null;
   const flagged = stragglerSet(snap.stragglers);
   const splits = isObj(snap.rank_time_split) ? snap.rank_time_split : {};
+  const shares = isObj(snap.rank_time_share) ? snap.rank_time_share : {};
   const rules = isObj(snap.straggler_rule) ? snap.straggler_rule : {};
   const causes = isObj(snap.straggler_cause) ? snap.straggler_cause : {};
   return names.map((rank) => {
@@ -399,11 +418,11 @@ export function rankRows(snap) {
       rank,
       stepTime: t,
       steps: isNum(steps[rank]) ? steps[rank] : null,
-      vsFastest: t !== null && fastest ? t / fastest : null,
+      overFastest: num(snap.rank_over_fastest, rank),
       lag: num(snap.rank_lag_s, rank),
       jobWait: num(snap.straggler_cost_s, rank),
       jobWaitShare: num(snap.straggler_share, rank),
-      shares: timeShares(splits[rank], RANK_SPLIT),
+      shares: timeShares(splits[rank], shares[rank], RANK_SPLIT),
       straggler: flagged ? flagged.has(rank) : null,
       rule: str(rules[rank]) || null,
       cause: str(causes[rank]) || null,
@@ -414,11 +433,15 @@ export function rankRows(snap) {
 // ---------------------------------------------------------------------------------------------
 // Run passport.
 
-/** Parameters with and without embeddings: {all, withoutEmbeddings}; null where unknown. */
-export function paramCounts(model) {
-  if (!isObj(model) || !isNum(model.params)) return { all: null, withoutEmbeddings: null };
-  const emb = isNum(model.embedding_params) ? model.embedding_params : null;
-  return { all: model.params, withoutEmbeddings: emb !== null ? model.params - emb : null };
+/**
+ * Parameters with and without embeddings: {all, withoutEmbeddings}, the model record's `params`
+ * and the engine's `params_without_embeddings`; null where unknown.
+ * @param {Snapshot} snap
+ */
+export function paramCounts(snap) {
+  const model = isObj(snap.model) ? snap.model : null;
+  if (!model || !isNum(model.params)) return { all: null, withoutEmbeddings: null };
+  return { all: model.params, withoutEmbeddings: isNum(snap.params_without_embeddings) ? snap.params_without_embeddings : null };
 }
 
 /**

@@ -42,15 +42,12 @@ export function lossLines(names, series, sizes = {}) {
 }
 
 /**
- * Fraction of the token budget spent: the snapshot's own figure, else tokens / budget.
+ * Fraction of the token budget spent: the snapshot's `progress` (the engine gives it whenever
+ * there is a token budget), else null.
  * @param {Snapshot} snap
  */
 export function progressOf(snap) {
-  if (isNum(snap.progress)) return snap.progress;
-  if (isNum(snap.tokens) && isNum(snap.budget_tokens) && snap.budget_tokens > 0) {
-    return snap.tokens / snap.budget_tokens;
-  }
-  return null;
+  return isNum(snap.progress) ? snap.progress : null;
 }
 
 /**

@@ -194,7 +194,7 @@ export function createEfficiency(view) {
       const o = ofuFigure(snap);
       showFigure(ofu, o, percent, {
         subText: isNum(o.observed)
-          ? `observed ${si(o.observed, "FLOP/s")} per GPU (OFU × dense peak); a counter, beside MFU`
+          ? `mean of the GPUs; observed ${si(o.observed, "FLOP/s")} per GPU (OFU × dense peak); a counter, beside MFU`
           : "a counter from NVML GPM, beside MFU, never in its place",
       });
 

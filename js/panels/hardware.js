@@ -5,7 +5,7 @@
 // place (the counters-beside invariant). A field the device cannot report says why ("not on this GPU: needs Hopper or
 // newer"), never a zero. With no sample at all, one plain line says the sampler is not running.
 
-import { gpuField, gpusOf, gpuTitle, hardwareWhy, isObj, LADDER, NOT_MEASURED, str } from "../derive.js";
+import { gpuField, gpuMean, gpusOf, gpuTitle, hardwareWhy, isObj, LADDER, NOT_MEASURED, str } from "../derive.js";
 import { el, setReason, setText } from "../dom.js";
 import { bytes, isNum, kwh, NA, percent, si } from "../format.js";
 import { align } from "../state.js";
@@ -58,11 +58,9 @@ export function createHardware() {
     }
     gpus.forEach((g, i) => cards[i].update(g, store, historyChanged));
     drawHost(host, hw.host);
-    const utils = gpus.map((g) => g.gpu_util).filter(isNum);
+    const util = gpuMean(snap, "gpu_util").value; // the engine's mean over the GPUs (gpu_mean)
     panel.summarize(
-      gpus.length
-        ? `${gpus.length} GPU${gpus.length > 1 ? "s" : ""}${utils.length ? ` · GPU-Util ${percent(utils.reduce((a, b) => a + b, 0) / utils.length)}` : ""}`
-        : "host only",
+      gpus.length ? `${gpus.length} GPU${gpus.length > 1 ? "s" : ""}${util !== null ? ` · GPU-Util ${percent(util)}` : ""}` : "host only",
     );
     if (!gpus.length) {
       grid.hidden = true;

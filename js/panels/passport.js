@@ -62,7 +62,7 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
       const conv = shownConvention(snap, view.convention);
       const m = isObj(snap.model) ? snap.model : null;
 
-      const { all, withoutEmbeddings } = paramCounts(m);
+      const { all, withoutEmbeddings } = paramCounts(snap);
       if (m) {
         const parts = [str(m.name)];
         if (all !== null) parts.push(`${si(all)} parameters${withoutEmbeddings !== null ? ` (${si(withoutEmbeddings)} without embeddings)` : ""}`);

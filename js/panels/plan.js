@@ -12,7 +12,7 @@ import {
   isObj,
   NOT_MEASURED,
   parsePrice,
-  ratio,
+  planVersus,
   runConvention,
   str,
 } from "../derive.js";
@@ -109,11 +109,11 @@ export function createPlan(view) {
       } else if (b.kind === "flops") {
         setText(
           budgetLine,
-          `${si(b.done, "FLOP")} of ${si(b.total, "FLOP")} [${b.conv}] · ${percent(b.fraction)}`,
+          `${si(b.done, "FLOP")} of ${si(b.total, "FLOP")} [${b.conv}] · ${b.fraction === null ? b.why || NA : percent(b.fraction)}`,
         );
         setText(budgetSub, isNum(snap.budget_tokens) ? `${tokenCount(snap.tokens)} of ${tokenCount(snap.budget_tokens, 3)} tokens at this convention's FLOPs per token` : "");
       } else {
-        setText(budgetLine, `${tokenCount(b.done)} of ${tokenCount(b.total, 3)} tokens · ${percent(b.fraction)}`);
+        setText(budgetLine, `${tokenCount(b.done)} of ${tokenCount(b.total, 3)} tokens · ${b.fraction === null ? b.why || NA : percent(b.fraction)}`);
         setText(budgetSub, "");
       }
       budgetLine.classList.toggle("tm-unknown", b.kind === null);
@@ -124,30 +124,28 @@ export function createPlan(view) {
       }
       panel.summarize(b.kind === null ? "no budget" : `${percent(b.fraction)} of budget`);
 
-      // Planned against achieved.
+      // Planned against achieved: the engine's ratios and difference (plan_vs_actual).
       const plan = isObj(snap.plan) ? snap.plan : null;
+      const versus = planVersus(snap);
       const p = (key) => (plan && isNum(plan[key]) ? plan[key] : null);
       const planWhy = plan ? NA : "no plan";
       const [, r1, r2, r3] = rows.rate;
       setText(r1, p("tokens_per_s") === null ? planWhy : `${si(p("tokens_per_s"), "", 3)} tok/s`);
       setText(r2, isNum(snap.tokens_per_s) ? `${si(snap.tokens_per_s, "", 3)} tok/s` : NOT_MEASURED);
-      const rr = ratio(snap.tokens_per_s, p("tokens_per_s"));
-      setText(r3, rr === null ? "" : percent(rr));
+      setText(r3, versus.tokensPerS === null ? "" : percent(versus.tokensPerS));
 
       const [, m1, m2, m3] = rows.mfu;
       const mfu = isObj(snap.peak) ? byConv(snap, "mfu", conv) : null;
       setText(m1, p("mfu") === null ? planWhy : `${percent(p("mfu"))} [${conv}] assumed`);
       setText(m2, mfu === null ? "no MFU" : `${percent(mfu)} [${conv}]`);
-      const mr = ratio(mfu, p("mfu"));
-      setText(m3, mr === null ? "" : percent(mr));
+      setText(m3, versus.mfu === null ? "" : percent(versus.mfu));
 
       const [, e1, e2, e3] = rows.eta;
       const noBudget = b.kind === null ? "no budget" : "";
       setText(e1, p("eta_s") === null ? noBudget || (plan ? etaWhy(snap) : planWhy) : duration(p("eta_s")));
       setText(e2, isNum(snap.eta_s) ? duration(snap.eta_s) : noBudget || etaWhy(snap));
-      // The ETAs compare as a difference in time, not as a ratio.
-      const pe = p("eta_s");
-      const late = isNum(snap.eta_s) && pe !== null ? snap.eta_s - pe : null;
+      // The ETAs compare as a difference in time, not as a ratio; within a second reads "on plan".
+      const late = versus.etaLate;
       setText(e3, late === null ? "" : Math.abs(late) < 1 ? "on plan" : `${duration(Math.abs(late))} ${late > 0 ? "later" : "sooner"}`);
 
       setReason(

@@ -80,7 +80,7 @@ export function createTimePanel() {
       if (isNum(snap.step_time_s)) stepTime.set(duration(snap.step_time_s), { subText: "mean interval of the last 20 timed steps" });
       else stepTime.missing(NOT_MEASURED, "needs two timed steps");
 
-      const shares = timeShares(snap.time_split);
+      const shares = timeShares(snap.time_split, snap.time_share);
       splitWhy.hidden = shares !== null;
       splitBar.hidden = splitLegend.hidden = shares === null;
       if (!shares) {
@@ -114,7 +114,7 @@ export function createTimePanel() {
           const [c0, c1, c2, c3, c4, c5, c6] = rankCells[i];
           setText(c0, r.rank);
           setText(c1, r.stepTime === null ? NOT_MEASURED : duration(r.stepTime));
-          c1.title = r.vsFastest === null ? "" : r.vsFastest === 1 ? "the fastest rank" : `+${percent(r.vsFastest - 1)} over the fastest rank`;
+          c1.title = r.overFastest === null ? "" : r.overFastest === 0 ? "the fastest rank" : `+${percent(r.overFastest)} over the fastest rank`;
           setText(c2, r.lag === null ? "–" : signedDuration(r.lag));
           setText(c3, r.jobWait === null ? "–" : `${duration(r.jobWait)}/step`);
           setText(c4, count(r.steps));

@@ -6,6 +6,7 @@ import {
   costOverlay,
   fptMissingWhy,
   gpuField,
+  gpuMean,
   gpuTitle,
   HOW_TO_BUDGET,
   mfuChartWhy,
@@ -14,6 +15,7 @@ import {
   ofuFigure,
   paramCounts,
   parsePrice,
+  planVersus,
   RANK_SPLIT,
   rankRows,
   runConvention,
@@ -163,23 +165,31 @@ test("a reason splits into a headline and the rest", () => {
   assert.deepEqual(splitReason(null), ["n/a"]);
 });
 
-test("time split shares, null until measured", () => {
-  assert.equal(timeShares(null), null);
-  assert.equal(timeShares({ compute: 0, data: 0 }), null);
-  const s = timeShares({ compute: 75, data: 15, checkpoint: 5, eval: 5, other: null });
+test("time split shares are the engine's time_share beside time_split's seconds, null until given", () => {
+  assert.equal(timeShares(null, null), null);
+  assert.equal(timeShares({ compute: 1, data: 1 }, null), null); // seconds, but no shares: none worked out
+  // shares that are not the seconds' own quotients: shown as given, not recomputed
+  const s = timeShares({ compute: 75, data: 15, checkpoint: 5, eval: 5, other: null }, { compute: 0.7, data: 0.2, checkpoint: 0.05, eval: 0.05, other: null });
   assert.deepEqual(
-    s.map((p) => [p.key, p.share]),
-    [["compute", 0.75], ["data", 0.15], ["checkpoint", 0.05], ["eval", 0.05], ["other", null]],
+    s.map((p) => [p.key, p.seconds, p.share]),
+    [["compute", 75, 0.7], ["data", 15, 0.2], ["checkpoint", 5, 0.05], ["eval", 5, 0.05], ["other", null, null]],
   );
 });
 
 test("per-rank rows in rank order, stragglers marked, unknown until measured", () => {
-  const snap = { rank_step_time_s: { 10: 0.6, 2: 0.5, 0: 0.5 }, ranks: { 0: 100, 2: 100, 10: 98 }, stragglers: [10] };
+  const snap = {
+    rank_step_time_s: { 10: 0.6, 2: 0.5, 0: 0.5 },
+    rank_over_fastest: { 10: 0.2, 2: 0, 0: 0 },
+    ranks: { 0: 100, 2: 100, 10: 98 },
+    stragglers: [10],
+  };
   const rows = rankRows(snap);
   assert.deepEqual(rows.map((r) => r.rank), ["0", "2", "10"]);
   assert.deepEqual(rows.map((r) => r.straggler), [false, false, true]);
-  assert.equal(rows[2].vsFastest, 1.2);
+  assert.deepEqual(rows.map((r) => r.overFastest), [0, 0, 0.2]); // the engine's, as given
   assert.equal(rows[2].steps, 98);
+  // without the engine's figure there is none: never step time over the fastest worked out here
+  assert.deepEqual(rankRows({ ...snap, rank_over_fastest: null }).map((r) => r.overFastest), [null, null, null]);
   assert.deepEqual(rankRows({ ...snap, stragglers: null }).map((r) => r.straggler), [null, null, null]);
   assert.equal(stragglerSet(null), null);
   assert.deepEqual([...stragglerSet({ 3: { slower: 0.2 } })], ["3"]);
@@ -195,6 +205,8 @@ test("per-rank rows carry the engine's lag, the job's wait, the rank's own split
     straggler_share: { 0: 0, 1: 0.29 },
     // rank 1: 2 s compute, 1 s data wait, 0.5 s waiting for none; rank 0 waited 1.5 s for rank 1
     rank_time_split: { 0: { compute: 2, data: 0, checkpoint: 0, eval: 0, wait: 1.5, other: 0.5 }, 1: null },
+    // the engine's shares of rank 0's 3.5 s in steps (its 0.5 s "other" left out)
+    rank_time_share: { 0: { compute: 2 / 3.5, data: 0, checkpoint: 0, eval: 0, wait: 1.5 / 3.5 }, 1: null },
     stragglers: [1],
     straggler_rule: { 1: "lag" },
     straggler_cause: { 1: "rank 1: data loader (+29 ms/step data wait over the median rank)" },
@@ -204,11 +216,13 @@ test("per-rank rows carry the engine's lag, the job's wait, the rank's own split
   assert.deepEqual([r1.lag, r1.jobWait, r1.jobWaitShare, r1.rule], [0.029, 0.029, 0.29, "lag"]);
   assert.match(r1.cause, /data loader/);
   assert.equal(r1.shares, null); // no span from rank 1 yet
-  // rank 0's shares of its 3.5 s in steps by hand (its 0.5 s "other" left out): 2/3.5, 0, 0, 0,
-  // 1.5/3.5, in RANK_SPLIT's order
+  // rank 0's shares as the engine gave them, with its seconds, in RANK_SPLIT's order
   assert.deepEqual(r0.shares.map((p) => p.key), ["compute", "data", "checkpoint", "eval", "wait"]);
   assert.deepEqual(r0.shares.map((p) => p.key), RANK_SPLIT.map((p) => p.key));
   assert.deepEqual(r0.shares.map((p) => p.share), [2 / 3.5, 0, 0, 0, 1.5 / 3.5]);
+  assert.deepEqual(r0.shares.map((p) => p.seconds), [2, 0, 0, 0, 1.5]);
+  // seconds without the engine's shares: no bar worked out here
+  assert.equal(rankRows({ ...snap, rank_time_share: null })[0].shares, null);
   assert.deepEqual(rankRows({ ranks: { 0: 1, 1: 1 } }).map((r) => [r.lag, r.shares]), [[null, null], [null, null]]);
 });
 
@@ -219,18 +233,26 @@ test("the budget is tokens, or FLOPs in the run's convention, or how to declare 
     total: 2e9,
     fraction: 0.25,
     conv: "",
+    why: "",
   });
-  const f = budgetOf({ convention: "hf", budget_flops: 1e18, budget_tokens: 1e8, flops_spent: { hf: 2.5e17, titan: 3e17 } });
-  assert.deepEqual(f, { kind: "flops", done: 2.5e17, total: 1e18, fraction: 0.25, conv: "hf" });
+  // the fraction is the engine's progress_flops, as given
+  const flops = { convention: "hf", budget_flops: 1e18, budget_tokens: 1e8, flops_spent: { hf: 2.5e17, titan: 3e17 }, progress_flops: 0.25 };
+  assert.deepEqual(budgetOf(flops), { kind: "flops", done: 2.5e17, total: 1e18, fraction: 0.25, conv: "hf", why: "" });
+  // no fraction from the engine: none is worked out here, and the engine's note on the budget says why
+  const note = "budget: FLOPs declared but no FLOPs/token under hf yet, so no token budget, progress or ETA";
+  const waiting = budgetOf({ ...flops, progress_flops: null, notes: ["something else", note] });
+  assert.deepEqual([waiting.fraction, waiting.why], [null, note]);
+  assert.equal(budgetOf({ tokens: 5e8, budget_tokens: 2e9 }).fraction, null);
   assert.equal(budgetOf({}).kind, null);
   assert.match(HOW_TO_BUDGET, /--budget-tokens 20B/);
   assert.match(HOW_TO_BUDGET, /--budget-flops 1e18/);
 });
 
-test("parameters with and without embeddings", () => {
-  assert.deepEqual(paramCounts({ params: 1000, embedding_params: 200 }), { all: 1000, withoutEmbeddings: 800 });
-  assert.deepEqual(paramCounts({ params: 1000 }), { all: 1000, withoutEmbeddings: null });
-  assert.deepEqual(paramCounts(null), { all: null, withoutEmbeddings: null });
+test("parameters with and without embeddings: the model's count and the engine's difference", () => {
+  const model = { params: 1000, embedding_params: 200 };
+  assert.deepEqual(paramCounts({ model, params_without_embeddings: 800 }), { all: 1000, withoutEmbeddings: 800 });
+  assert.deepEqual(paramCounts({ model }), { all: 1000, withoutEmbeddings: null }); // not worked out here
+  assert.deepEqual(paramCounts({ model: null }), { all: null, withoutEmbeddings: null });
 });
 
 test("the device line names the device, never a peak's 'unknown'", async () => {
@@ -241,16 +263,18 @@ test("the device line names the device, never a peak's 'unknown'", async () => {
   assert.equal(deviceLine({}), "");
 });
 
-test("OFU is the mean tensor-pipe activity over GPUs, with a reason when a GPU cannot report it", () => {
-  // by hand: (0.5 + 0.3) / 2 = 0.4; observed (4e14 + 2e14) / 2 = 3e14 FLOP/s
+test("OFU and GPU-Util are the engine's means over the GPUs, with the core's reason when none has it", () => {
   const hw = { gpus: [{ index: 0, ofu: 0.5, observed_flops_per_s: 4e14 }, { index: 1, ofu: 0.3, observed_flops_per_s: 2e14 }] };
-  const o = ofuFigure({ hardware: hw });
-  assert.ok(Math.abs(o.value - 0.4) < 1e-12);
-  assert.ok(Math.abs(o.observed - 3e14) < 1);
-  const a100 = { gpus: [{ index: 0, ofu: null, missing: { ofu: "not on this GPU: needs Hopper or newer (NVML GPM)" } }] };
-  assert.equal(ofuFigure({ hardware: a100 }).value, null);
-  assert.match(ofuFigure({ hardware: a100 }).why, /needs Hopper/);
-  assert.match(ofuFigure({ hardware: null }).why, /not measured yet/);
+  // the engine's gpu_mean, as given (not the mean of the GPUs above, worked out here)
+  const snap = { hardware: hw, gpu_mean: { gpu_util: 0.8, ofu: 0.41, observed_flops_per_s: 3.1e14, missing: {} } };
+  assert.deepEqual(ofuFigure(snap), { value: 0.41, why: "", observed: 3.1e14 });
+  assert.deepEqual(gpuMean(snap, "gpu_util"), { value: 0.8, why: "" });
+  assert.deepEqual(ofuFigure({ hardware: hw }), { value: null, why: "not measured yet", observed: null });
+  const why = "needs Hopper or newer (NVML GPM)";
+  const a100 = { gpu_mean: { gpu_util: 0.6, ofu: null, observed_flops_per_s: null, missing: { ofu: why, observed_flops_per_s: why } } };
+  assert.deepEqual(ofuFigure(a100), { value: null, why, observed: null });
+  const none = "not measured yet: needs GPU counters (NVML GPM, Hopper or newer)";
+  assert.equal(ofuFigure({ gpu_mean: { ofu: null, missing: { ofu: none } } }).why, none);
 });
 
 test("the state badge says the core's state_text when it gave one, else the state", () => {
@@ -260,4 +284,12 @@ test("the state badge says the core's state_text when it gave one, else the stat
   assert.equal(stateText({ state: 3, state_text: ["x"] }), "");
   assert.equal(stateText(null), "");
   assert.equal(etaWhy({ run: { state: "ended" }, budget_tokens: 10 }), "the run has ended");
+});
+
+test("the plan against the achieved is the engine's plan_vs_actual, null where it has none", () => {
+  const snap = { plan: { mfu: 0.4, tokens_per_s: 1000, eta_s: 60 }, tokens_per_s: 500, eta_s: 90 };
+  // no plan_vs_actual: nothing worked out from the plan and the achieved figures here
+  assert.deepEqual(planVersus(snap), { tokensPerS: null, mfu: null, etaLate: null });
+  const given = { ...snap, plan_vs_actual: { tokens_per_s: 0.5, mfu: 0.75, eta_late_s: -3 } };
+  assert.deepEqual(planVersus(given), { tokensPerS: 0.5, mfu: 0.75, etaLate: -3 });
 });

@@ -18,11 +18,11 @@ test("the reason for a missing MFU comes from the notes", () => {
   assert.equal(noteAbout(undefined, /mfu/i), "");
 });
 
-test("FLOPs required is budget times FLOPs per token, unknown without a budget", () => {
-  const snap = { budget_tokens: 2e7, flops_per_token: { titan: 5.3e6 } };
-  assert.equal(flopsRequired(snap, "titan"), 2e7 * 5.3e6);
-  assert.equal(flopsRequired({ ...snap, budget_tokens: null }, "titan"), null);
-  assert.equal(flopsRequired(snap, "hf"), null);
+test("FLOPs required is the engine's flops_required, never budget times FLOPs per token here", () => {
+  const snap = { budget_tokens: 2e7, flops_per_token: { titan: 5.3e6, hf: 5e6 }, flops_required: { titan: 1.06e14, hf: null } };
+  assert.equal(flopsRequired(snap, "titan"), 1.06e14);
+  assert.equal(flopsRequired(snap, "hf"), null); // the engine has none: none is worked out
+  assert.equal(flopsRequired({ ...snap, flops_required: null }, "titan"), null);
 });
 
 test("FLOPs per token say the mean sequence length they are given at, when it is not the first batch's", async () => {
