@@ -18,11 +18,13 @@ folder, and captures in headless Chromium (Playwright, scripts/screenshot.mjs):
     python scripts/screenshot.py --panels --out docs/img   # the pictures of docs/img/
     python scripts/screenshot.py --backend none      # no GPU counters: the CPU run's reasons
     python scripts/screenshot.py --run RUN           # the widget of an existing run (no new run)
+    python scripts/screenshot.py --readme            # the README's picture (below), nothing else
 
 Prints each PNG's path and any console error the pages logged; exits 1 if one did. Needs the
 bundle (``npm run build``), the npm dev packages (``npm ci``) and a Chromium binary (Debian:
-``apt-get install chromium``). A person takes the README's picture, docs/img/widget.png, in
-JupyterLab itself: ``bash scripts/readme_picture.sh``.
+``apt-get install chromium``). The README's picture, docs/img/widget.png, is taken in JupyterLab
+itself, by ``scripts/readme_picture.sh`` (the quickstart notebook run as a user runs it, a few
+minutes): ``--readme`` runs that script and exits with its status.
 """
 
 from __future__ import annotations
@@ -257,7 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--panels", action="store_true",
                         help="only one picture per panel (--panels --out docs/img)")  # fmt: skip
     parser.add_argument("--run", help="no new run: the widget of this run's log (id or folder)")
+    parser.add_argument("--readme", action="store_true",
+                        help="only the README's picture, docs/img/widget.png: runs "
+                        "scripts/readme_picture.sh (JupyterLab; a few minutes)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.readme:
+        return readme_picture()
     if not (STATIC / "widget.js").is_file():
         print("no bundle: run `npm install && npm run build` first", file=sys.stderr)
         return 2
@@ -287,6 +294,13 @@ def main(argv: list[str] | None = None) -> int:
         with serve(site) as base:
             errors += shoot(args.chromium, widget_shots(base, args.out))
     return _report(errors)
+
+
+def readme_picture() -> int:
+    """docs/img/widget.png, the README's picture: ``scripts/readme_picture.sh`` (it builds the
+    bundle and runs the quickstart notebook in JupyterLab under Playwright); its exit status."""
+    script = ROOT / "scripts" / "readme_picture.sh"
+    return subprocess.run(["bash", str(script)], cwd=ROOT, check=False).returncode
 
 
 def _report(errors: list[str]) -> int:
