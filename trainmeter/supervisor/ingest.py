@@ -33,6 +33,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import select
+import selectors
 import socket
 import socketserver
 import struct
@@ -99,13 +101,66 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self._said: set[str] = set()
         self._lock = threading.Lock()
         self._open = 0  # connections being served
+        self._accepting = threading.Lock()  # held from a connection's accept to its count
+        self._stopping = False
+        self._stopped = threading.Event()
+        self._stopped.set()  # until serve_forever runs
         super().__init__(path, _Handler)
         os.chmod(path, 0o600)
+        self._wake_r, self._wake_w = os.pipe()  # shutdown() wakes the loop at once
 
     def serve_in_thread(self) -> threading.Thread:
+        self._stopped.clear()  # before the thread runs: shutdown() waits for its loop
         t = threading.Thread(target=self.serve_forever, name="trainmeter-ingest", daemon=True)
         t.start()
         return t
+
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        """Accept connections until :meth:`shutdown`, which wakes this loop through a pipe:
+        no polling interval, so stopping takes no time (socketserver's loop looks for a
+        shutdown every 0.5 s)."""
+        self._stopped.clear()
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(self, selectors.EVENT_READ)
+                sel.register(self._wake_r, selectors.EVENT_READ)
+                while not self._stopping:
+                    ready = sel.select(poll_interval)
+                    if self._stopping:
+                        break
+                    if any(key.fileobj is self for key, _ in ready):
+                        with self._accepting:
+                            self._handle_request_noblock()
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop :meth:`serve_forever` and wait until it has returned (never long: it is woken)."""
+        self._stopping = True
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:  # closed already (server_close): the loop has ended
+            pass
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        super().server_close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def pending(self) -> bool:
+        """Whether a connection waits in the listening socket's backlog, not accepted yet
+        (an agent that connected, sent its lines and exited before this loop woke): the
+        end-of-run drain reads it too. Taken with the accept lock, so a connection is always
+        either here or counted as opening (``Live.opening``)."""
+        with self._accepting:
+            try:
+                return bool(select.select([self.socket], [], [], 0)[0])
+            except (OSError, ValueError):  # closed
+                return False
 
     def process_request(self, request, client_address) -> None:
         """Count the connection as opening before its thread starts, so the end-of-run
@@ -121,6 +176,7 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             return
         with self.live.cond:
             self.live.opening += 1
+            self.live.cond.notify_all()
         super().process_request(request, client_address)
 
     def process_request_thread(self, request, client_address) -> None:
@@ -166,6 +222,7 @@ class _Handler(socketserver.StreamRequestHandler):
         finally:
             with live.cond:
                 live.opening -= 1
+                live.cond.notify_all()  # the end-of-run drain waits on it
         kind = first.get("ctl") if isinstance(first, dict) else None
         if kind not in ("agent", "subscribe", "request"):
             if head.strip():  # a connection that sent nothing (a port check) is no loss
@@ -234,6 +291,7 @@ class _Handler(socketserver.StreamRequestHandler):
             with live.cond:
                 live.agents_connected -= 1
                 live.agent_peers.remove(peer)
+                live.cond.notify_all()  # every line of it read: the drain may end now
 
     def _refuse_all(self, hello: dict) -> None:
         live = self.server.live

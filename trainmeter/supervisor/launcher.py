@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ BOOT_DIR = Path(__file__).resolve().parent.parent / "agent" / "boot"
 DRAIN_MAX_S = 30.0
 DRAIN_QUIET_S = 1.0
 DRAIN_CUT_S = 0.5
+DRAIN_POLL_S = 0.05  # the longest sleep between the drain's checks (it is woken sooner)
 
 
 def child_env(socket_path: str, no_tap: bool = False, base: dict | None = None,
@@ -104,7 +104,7 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
         return 127
     sampler = start_sampler(live, gpu_backend, sample_hz, lambda: [proc.pid, *live.agent_pids()])
     rc = signals.wait(proc)
-    _drain_agents(live, say)
+    _drain_agents(live, say, server.pending)
     apply_exit_files(live, os.path.dirname(path))  # counts an agent could not send at its exit
     if sampler is not None:
         sampler.stop()
@@ -127,15 +127,28 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
     return rc
 
 
-def _drain_agents(live: Live, say=lambda s: None) -> None:
+def _drain_agents(live: Live, say=lambda s: None, pending=lambda: False) -> None:
     """After the child exits: wait while an agent is connected (or a connection has not said
-    what it is yet) and its lines still arrive (some in the last ``DRAIN_QUIET_S``, or its
-    process has ended, so only its buffered lines are left), ``DRAIN_MAX_S`` at most; then
-    count what is left as "cut at end of run" for ``DRAIN_CUT_S`` more, without applying
-    it, and say so (one line on stderr via ``say``)."""
+    what it is yet, or ``pending()``: one waits in the socket's backlog, not accepted yet) and
+    its lines still arrive (some in the last ``DRAIN_QUIET_S``, or its process has ended, so
+    only its buffered lines are left), ``DRAIN_MAX_S`` at most; then count what is left as
+    "cut at end of run" for ``DRAIN_CUT_S`` more, without applying it, and say so (one line on
+    stderr via ``say``).
+
+    No fixed wait: it sleeps on ``live.cond``, which the socket's handlers notify when lines
+    are applied and when a connection ends, so it returns as soon as the last agent has closed
+    its connection and every line of it is read (``DRAIN_POLL_S`` only bounds each sleep, for
+    what notifies nothing: control lines, a process that ends)."""
+
+    def counted() -> bool:
+        return bool(live.agents_connected or live.opening)
+
+    def waiting() -> bool:  # pending() takes the accept lock: never called inside live.cond
+        return counted() or pending()
+
     start = time.monotonic()
     seen, moved = live.lines_in, start
-    while live.agents_connected or live.opening:
+    while waiting():
         now = time.monotonic()
         if live.lines_in != seen:
             seen, moved = live.lines_in, now
@@ -145,21 +158,33 @@ def _drain_agents(live: Live, say=lambda s: None) -> None:
         # connection whose process ended has only its buffered lines left: read them all
         if now - moved >= DRAIN_QUIET_S and _any_alive(live):
             break
-        threading.Event().wait(0.02)
-    if not (live.agents_connected or live.opening):
+        _sleep_on(live, seen, counted(), min(DRAIN_POLL_S, start + DRAIN_MAX_S - now))
+    if not waiting():
         return
     waited = time.monotonic() - start
     live.cutting = True
     before = live.drop_count("cut at end of run")
     cut_end = time.monotonic() + DRAIN_CUT_S
-    while (live.agents_connected or live.opening) and time.monotonic() < cut_end:
-        threading.Event().wait(0.02)
+    while waiting() and time.monotonic() < cut_end:
+        left = min(DRAIN_POLL_S, cut_end - time.monotonic())
+        _sleep_on(live, live.lines_in, counted(), left)
     cut = live.drop_count("cut at end of run") - before
     if cut:
         say(
             f"[trainmeter] stopped waiting for the agents after {waited:.1f} s (at most "
             f"{DRAIN_MAX_S:.0f} s): {cut:,} records cut at the end of the run, counted"
         )
+
+
+def _sleep_on(live: Live, seen: int, counted: bool, timeout: float) -> None:
+    """Sleep until ``live`` changes (a line applied, a connection accepted or ended) or
+    ``timeout`` s pass. Not at all when lines came in since ``seen``, or when the connections
+    ``counted`` (some were) have all ended meanwhile: the caller looks again at once. With none
+    counted, one waits in the backlog, and its accept wakes this sleep."""
+    with live.cond:
+        ended = counted and not (live.agents_connected or live.opening)
+        if live.lines_in == seen and not ended:
+            live.cond.wait(max(0.0, timeout))
 
 
 def _any_alive(live: Live) -> bool:
