@@ -102,10 +102,12 @@ def gpu_backend_spec(spec: str | None) -> str | None:
 
     Raises: ValueError "--gpu-backend: ..."
     """
+    if not spec:
+        return None
     from trainmeter.sources import check_spec
 
     try:
-        return check_spec(spec) if spec else None
+        return check_spec(spec)
     except ValueError as exc:
         raise ValueError(f"--gpu-backend: {exc}") from None
 

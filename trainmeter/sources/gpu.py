@@ -45,6 +45,7 @@ Verified against fakes only (``tests/unit/test_sources.py``); not yet run on a G
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -74,6 +75,8 @@ _THROTTLE_FNS = (
 )
 _NOT_AVAILABLE = (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)  # NVML_VALUE_NOT_AVAILABLE as uint / ulonglong
 _FAILED = object()
+NVML_LIBRARY = "libnvidia-ml.so.1"
+NO_NVML_LIBRARY = f"{NVML_LIBRARY} not found (no NVIDIA driver on this machine)"
 
 
 def load_nvml():
@@ -83,6 +86,30 @@ def load_nvml():
     except ImportError as err:
         raise BackendUnavailable(f"no NVML: {NO_NVML_PACKAGE}") from err
     return pynvml
+
+
+def check_nvml_library() -> None:
+    """Raise ``BackendUnavailable`` as ``nvmlInit`` would when NVML's library cannot load
+    (Linux: ``libnvidia-ml.so.1``, the name pynvml loads), found with ctypes alone: on a
+    machine without the NVIDIA driver, importing pynvml (about 20 ms) only to hear that is
+    a cost every ``tm`` run would pay. The reason is the one the import and ``nvmlInit`` would
+    give (the package's absence first). Nothing off Linux, or when the library loads."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+        return
+    except OSError:
+        pass
+    import importlib.util
+
+    try:
+        installed = importlib.util.find_spec("pynvml") is not None
+    except (ImportError, ValueError):
+        installed = False
+    raise BackendUnavailable(f"no NVML: {NO_NVML_LIBRARY if installed else NO_NVML_PACKAGE}")
 
 
 def metric_id(nvml, name: str, default: int) -> int:
@@ -211,6 +238,8 @@ class NvmlBackend:
         lost_after: int = 3,
         kind: str = "nvml",
     ) -> None:
+        if nvml is None:
+            check_nvml_library()
         self.nvml = load_nvml() if nvml is None else nvml
         self.kind = kind
         self.reason: str | None = None
@@ -261,7 +290,7 @@ class NvmlBackend:
         if code == self.GPU_IS_LOST:
             return "GPU lost (NVML_ERROR_GPU_IS_LOST): it needs a reset or a reboot"
         if code == getattr(self.nvml, "NVML_ERROR_LIBRARY_NOT_FOUND", 12):
-            return "libnvidia-ml.so.1 not found (no NVIDIA driver on this machine)"
+            return NO_NVML_LIBRARY
         if code == getattr(self.nvml, "NVML_ERROR_DRIVER_NOT_LOADED", 9):
             return "the NVIDIA driver is not loaded"
         try:

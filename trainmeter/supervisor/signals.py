@@ -19,8 +19,6 @@ docs/reliability.md "Signals" states the promise and the tests that show it
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
@@ -98,9 +96,19 @@ def _pgid(pid: int) -> int | None:
 
 def _prctl():
     """libc's ``prctl``, looked up before the fork (the child may only call it), or None off
-    Linux or without a libc that has it."""
+    Linux or without a libc that has it. It is looked up in this process's own symbols first
+    (Python is linked with libc): ``ctypes.util.find_library`` runs ``ldconfig``, which costs
+    every ``tm`` run a few milliseconds."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        pass
+    import ctypes.util
+
     try:
         return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
     except (OSError, AttributeError):
