@@ -8,7 +8,6 @@ module is already imported, the callback runs at once.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -50,6 +49,8 @@ class _Finder:  # a meta path finder needs only find_spec
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in _callbacks or fullname in self._busy:
             return None
+        import importlib.util  # here, not at the agent's boot: a few ms of every child's start
+
         self._busy.add(fullname)
         try:
             spec = importlib.util.find_spec(fullname)

@@ -37,7 +37,6 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from typing import Any
 
 from trainmeter.agent import guard
 from trainmeter.core.catalog import role as _role
@@ -270,7 +269,7 @@ def _flatten(data: dict, prefix: str = "", depth: int = 0) -> dict:
     return out
 
 
-def _is_int(dtype: Any) -> bool:
+def _is_int(dtype) -> bool:  # a torch.dtype (typing is not imported at the agent's boot)
     return not dtype.is_floating_point and not dtype.is_complex and str(dtype) != "torch.bool"
 
 

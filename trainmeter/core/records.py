@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time: the agent loads this module at boot
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_VERSION = 1
 MAX_TIME = 1e11  # a record's `t` (s since the epoch) is below: the year 5138, within time_t

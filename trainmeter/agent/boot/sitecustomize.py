@@ -10,13 +10,14 @@ import sys
 
 def _chain_other_sitecustomize() -> None:
     import importlib.machinery
-    import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
     path = [p for p in sys.path if os.path.abspath(p or ".") != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec is None or spec.loader is None:
         return
+    import importlib.util  # only now: its import is a few ms of every child's start
+
     module = importlib.util.module_from_spec(spec)
     sys.modules["_trainmeter_chained_sitecustomize"] = module
     spec.loader.exec_module(module)
