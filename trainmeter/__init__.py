@@ -1,16 +1,31 @@
 """trainmeter: where are my FLOPs going right now, and how well are the GPUs used?
 
 Importing this package is cheap (standard library only): it loads inside training processes.
-The notebook parts load when ``%load_ext trainmeter`` runs.
+``emit`` loads on first use (``tm``'s own process never needs it), the notebook parts when
+``%load_ext trainmeter`` runs.
 """
 
 from trainmeter._version import __version__
-from trainmeter.agent.emit import emit
 
 __all__ = [
     "__version__", "emit", "load_ipython_extension", "show", "show_run",
     "unload_ipython_extension",
 ]  # fmt: skip
+
+
+def __getattr__(name: str):
+    """``trainmeter.emit``, imported on first use and then kept in this module's namespace
+    (later lookups are plain attribute reads, with no call here)."""
+    if name == "emit":
+        from trainmeter.agent.emit import emit
+
+        globals()["emit"] = emit
+        return emit
+    raise AttributeError(f"module 'trainmeter' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def load_ipython_extension(ipython) -> None:

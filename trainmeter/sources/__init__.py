@@ -42,17 +42,34 @@ from trainmeter.sources.base import (
     GpuSample,
     NoneBackend,
 )
-from trainmeter.sources.fake import PROFILES, profile
 from trainmeter.sources.gpu import NvmlBackend
 from trainmeter.sources.host import HostSample, HostSource
 
-SPEC_FORMS = ("nvml", "none", *(f"fake:{name}" for name in PROFILES))
-"""The spec strings ``open_backend`` accepts (plus None for "NVML if it loads")."""
+# ``SPEC_FORMS``, the spec strings ``open_backend`` accepts (plus None for "NVML if it loads"),
+# names the fake profiles: it is made on first use (:func:`__getattr__`), with the fakes, which
+# every run but a fake one leaves unimported (their import is several ms of each tm start).
+
+
+def __getattr__(name: str):
+    if name == "SPEC_FORMS":
+        from trainmeter.sources.fake import PROFILES
+
+        forms = ("nvml", "none", *(f"fake:{p}" for p in PROFILES))
+        globals()["SPEC_FORMS"] = forms
+        return forms
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _profile(name: str, **kwargs):
+    from trainmeter.sources.fake import profile
+
+    return profile(name, **kwargs)
 
 
 def _bad(spec, detail: str | None = None) -> ValueError:
+    forms = ", ".join(__getattr__("SPEC_FORMS"))
     why = f" ({detail})" if detail else ""
-    return ValueError(f"unknown GPU source {quoted(spec)}{why}; accepted: {', '.join(SPEC_FORMS)}")
+    return ValueError(f"unknown GPU source {quoted(spec)}{why}; accepted: {forms}")
 
 
 def open_backend(spec: str | None = None, *, clock: Callable[[], float] = time.time) -> GpuBackend:
@@ -73,7 +90,7 @@ def open_backend(spec: str | None = None, *, clock: Callable[[], float] = time.t
     if kind != "fake" or not name:
         raise _bad(spec)
     try:
-        nvml = profile(name, clock=clock)
+        nvml = _profile(name, clock=clock)
     except ValueError as err:
         raise _bad(spec, _detail(err)) from err
     try:
@@ -99,7 +116,7 @@ def check_spec(spec: str | None) -> str | None:
     if kind != "fake" or not name:
         raise _bad(spec)
     try:
-        profile(name)
+        _profile(name)
     except ValueError as err:
         raise _bad(spec, _detail(err)) from err
     return key
