@@ -105,9 +105,9 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self._stopping = False
         self._stopped = threading.Event()
         self._stopped.set()  # until serve_forever runs
-        super().__init__(path, _Handler)
-        os.chmod(path, 0o600)
         self._wake_r, self._wake_w = os.pipe()  # shutdown() wakes the loop at once
+        super().__init__(path, _Handler)  # a bind that fails calls server_close: pipe closed
+        os.chmod(path, 0o600)
 
     def serve_in_thread(self) -> threading.Thread:
         self._stopped.clear()  # before the thread runs: shutdown() waits for its loop
@@ -137,19 +137,16 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     def shutdown(self) -> None:
         """Stop :meth:`serve_forever` and wait until it has returned (never long: it is woken)."""
         self._stopping = True
-        try:
+        if self._wake_w >= 0:  # -1: closed already (server_close), the loop has ended
             os.write(self._wake_w, b"x")
-        except OSError:  # closed already (server_close): the loop has ended
-            pass
         self._stopped.wait()
 
     def server_close(self) -> None:
         super().server_close()
         for fd in (self._wake_r, self._wake_w):
-            try:
+            if fd >= 0:
                 os.close(fd)
-            except OSError:
-                pass
+        self._wake_r = self._wake_w = -1  # never written again: the number may be reused
 
     def pending(self) -> bool:
         """Whether a connection waits in the listening socket's backlog, not accepted yet
