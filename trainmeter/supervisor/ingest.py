@@ -77,8 +77,59 @@ def peer_pid(sock: socket.socket) -> int | None:
     return struct.unpack("3i", creds)[0]
 
 
-class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """Serves one :class:`Live` on ``path``.
+class PromptShutdown:
+    """A ``socketserver`` server mixin (listed before the server class) whose
+    :meth:`serve_forever` waits on its socket and on a pipe that :meth:`shutdown` writes to:
+    no polling interval, so stopping takes no time where socketserver's own loop looks for a
+    shutdown request every ``poll_interval`` (0.5 s by default). :meth:`accept_one` handles one
+    connection; a subclass may wrap it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._stopping = False
+        self._stopped = threading.Event()
+        self._stopped.set()  # until serve_forever runs
+        self._wake_r, self._wake_w = os.pipe()
+        super().__init__(*args, **kwargs)  # a bind that fails calls server_close: pipe closed
+
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        """Accept connections until :meth:`shutdown` (``poll_interval``: ignored unless given;
+        nothing here needs one)."""
+        self._stopped.clear()
+        try:
+            if self._stopping:  # shut down before this thread began
+                return
+            with selectors.DefaultSelector() as sel:
+                sel.register(self, selectors.EVENT_READ)
+                sel.register(self._wake_r, selectors.EVENT_READ)
+                while not self._stopping:
+                    ready = sel.select(poll_interval)
+                    if self._stopping:
+                        break
+                    if any(key.fileobj is self for key, _ in ready):
+                        self.accept_one()
+        finally:
+            self._stopped.set()
+
+    def accept_one(self) -> None:
+        self._handle_request_noblock()
+
+    def shutdown(self) -> None:
+        """Stop :meth:`serve_forever` and wait until it has returned (at once: it is woken)."""
+        self._stopping = True
+        if self._wake_w >= 0:  # -1: closed already (server_close), the loop has ended
+            os.write(self._wake_w, b"x")
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        super().server_close()
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self._wake_r = self._wake_w = -1  # never written again: the number may be reused
+
+
+class Server(PromptShutdown, socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """Serves one :class:`Live` on ``path``; stopped at once (:class:`PromptShutdown`).
 
     Args:
         path: socket path (its directory should be private).
@@ -102,11 +153,7 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self._lock = threading.Lock()
         self._open = 0  # connections being served
         self._accepting = threading.Lock()  # held from a connection's accept to its count
-        self._stopping = False
-        self._stopped = threading.Event()
-        self._stopped.set()  # until serve_forever runs
-        self._wake_r, self._wake_w = os.pipe()  # shutdown() wakes the loop at once
-        super().__init__(path, _Handler)  # a bind that fails calls server_close: pipe closed
+        super().__init__(path, _Handler)
         os.chmod(path, 0o600)
 
     def serve_in_thread(self) -> threading.Thread:
@@ -115,38 +162,9 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         t.start()
         return t
 
-    def serve_forever(self, poll_interval: float | None = None) -> None:
-        """Accept connections until :meth:`shutdown`, which wakes this loop through a pipe:
-        no polling interval, so stopping takes no time (socketserver's loop looks for a
-        shutdown every 0.5 s)."""
-        self._stopped.clear()
-        try:
-            with selectors.DefaultSelector() as sel:
-                sel.register(self, selectors.EVENT_READ)
-                sel.register(self._wake_r, selectors.EVENT_READ)
-                while not self._stopping:
-                    ready = sel.select(poll_interval)
-                    if self._stopping:
-                        break
-                    if any(key.fileobj is self for key, _ in ready):
-                        with self._accepting:
-                            self._handle_request_noblock()
-        finally:
-            self._stopped.set()
-
-    def shutdown(self) -> None:
-        """Stop :meth:`serve_forever` and wait until it has returned (never long: it is woken)."""
-        self._stopping = True
-        if self._wake_w >= 0:  # -1: closed already (server_close), the loop has ended
-            os.write(self._wake_w, b"x")
-        self._stopped.wait()
-
-    def server_close(self) -> None:
-        super().server_close()
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                os.close(fd)
-        self._wake_r = self._wake_w = -1  # never written again: the number may be reused
+    def accept_one(self) -> None:
+        with self._accepting:  # see pending()
+            super().accept_one()
 
     def pending(self) -> bool:
         """Whether a connection waits in the listening socket's backlog, not accepted yet

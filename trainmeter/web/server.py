@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from trainmeter.supervisor.ingest import PromptShutdown
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
 if TYPE_CHECKING:
@@ -154,8 +155,8 @@ class WebServer:
 
     def start(self) -> WebServer:
         """Serve in a daemon thread; returns self."""
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.1,),
-                                        name="trainmeter-web", daemon=True)  # fmt: skip
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="trainmeter-web",
+                                        daemon=True)  # fmt: skip
         self._thread.start()
         return self
 
@@ -221,7 +222,10 @@ def start_page(live: Live, port: int = DEFAULT_PORT, *, tries: int = PORT_TRIES,
         return None
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class _HTTPServer(PromptShutdown, ThreadingHTTPServer):
+    """The page's HTTP server; stopped at once when the run ends (``PromptShutdown``: no
+    polling interval)."""
+
     daemon_threads = True
     allow_reuse_address = True  # a port in TIME_WAIT from the last run is free; a listener is not
     allow_reuse_port = False  # never share a port with another listener
