@@ -64,7 +64,6 @@ from collections import deque
 
 from trainmeter.agent import guard
 from trainmeter.agent.backward import Fallback, Ledger
-from trainmeter.core.records import EXIT_FILE
 
 MIN_INTERVAL = 0.005  # s: the shortest wait between flushes when items pile up
 FORGET = ("forget",)  # the queue item that drops the calls queued since the last step
@@ -557,6 +556,8 @@ class Sender:
             return False
         rec = {"v": 1, "k": "dropped", "t": time.time(), "source": "agent", "counts": counts,
                "pid": os.getpid(), "rank": self.rank}  # fmt: skip
+        from trainmeter.core.records import EXIT_FILE  # here: the agent's boot never needs it
+
         path = os.path.join(os.path.dirname(self.path), EXIT_FILE.format(pid=os.getpid()))
         tmp = f"{path}.tmp"
         try:
