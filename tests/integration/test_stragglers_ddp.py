@@ -46,7 +46,13 @@ def _injected(stdout: str) -> float:
 
 
 def test_a_rank_with_extra_host_work_is_the_one_straggler_and_its_cost_is_the_delay(workdir):
-    stdout, log = _run(workdir, 30, "--slow-rank", SLOW, "--delay", "0.03", "--where", "step")
+    """Rank 0 logs its loss to TensorBoard, as DDP scripts do: its arrivals must still come
+    (the backward tap keeps stamping once a tracker reports the loss)."""
+    stdout, log = _run(workdir, 30, "--slow-rank", SLOW, "--delay", "0.03", "--where", "step",
+                       "--tensorboard", workdir / "tb")  # fmt: skip
+    assert any(r["k"] == "series" and r.get("source") == "tensorboard" for r in log)
+    rank0 = [r for r in log if r["k"] == "step" and r["rank"] == 0]
+    assert sum(1 for r in rank0 if r.get("arr")) >= len(rank0) - 1  # the first may lack one
     snap, first = _replay(log)
     assert snap["ranks"] == {"0": 30, "1": 30, "2": 30, "3": 30}
     assert set(first) == {SLOW}, (first, snap["rank_lag_s"])  # that rank and no other, ever

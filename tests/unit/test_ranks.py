@@ -342,3 +342,57 @@ def test_the_per_rank_keys_carry_at_most_64_ranks_the_flagged_first():
     # of 244, a rule of 28 and a cause of at most 180) + 1024 x 11 bytes of stragglers
     size = len(json.dumps({k: snap[k] for k in (*keys, "stragglers")}, separators=(",", ":")))
     assert size <= R.MAX_DETAIL * (3 * 38 + 244 + 28 + 180) + n * 11 + 200
+
+
+def test_a_stamping_rank_whose_loss_comes_from_a_tracker_keeps_stamping_its_arrivals():
+    """Rank 0 of a DDP job logs its loss to a tracker (emit, wandb): the backward tap must not
+    stop there, or rank 0 sends no arrival and the job's lag is never joined (a 2-rank
+    examples/train_gpt.py showed one joined step in 60). It stamps ``(t, None)``: no loss."""
+    torch = pytest.importorskip("torch")
+    from trainmeter.agent.backward import BackwardTap
+
+    class _Agent:
+        class sender:
+            put_step = deque().append
+            count = staticmethod(lambda reason, n=1: None)
+
+    queue = _Agent.sender.put_step.__self__
+    tap = BackwardTap(_Agent(), torch)
+    tap.start()
+    tap.lean(True)
+    assert tap.stamping and tap.stamp_only()
+    try:
+        w = torch.ones(2, requires_grad=True)
+        before = time.time()
+        (w * 2).sum().backward()
+        after = time.time()
+    finally:
+        tap.stop()
+    [(t, loss)] = queue
+    assert before <= t <= after and loss is None
+
+
+def test_the_taps_keep_a_stamping_backward_tap_once_a_tracker_reports_the_loss(fresh_guard):
+    torch = pytest.importorskip("torch")
+    from conftest import StandInAgent
+
+    from trainmeter.agent.torch_taps import TorchTaps
+
+    taps = TorchTaps(StandInAgent(), torch)
+    taps.attach()
+    try:
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.ones(1, 2)).sum().backward()
+        opt.step()
+        taps.backward.lean(True)  # as in a run of two ranks (no process group here)
+        taps.train_loss_reported()
+        assert taps.backward.on  # still stamping
+        model(torch.ones(1, 2)).sum().backward()
+        assert taps.agent.sender.queue[-1][1] is None  # its time, no loss
+        taps.backward.stamping = False  # one rank: the tap stops as before
+        taps._superseded = False
+        taps.train_loss_reported()
+        assert not taps.backward.on
+    finally:
+        taps.detach()

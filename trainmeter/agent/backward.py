@@ -97,6 +97,7 @@ class BackwardTap:
         self.on_call = None  # while an evaluation phase is open: spans.backward_seen
         self.scaled: list = [None]  # (scaled tensor, loss) from the last GradScaler.scale
         self.ring: DeviceRing | None = None
+        self.stamping = False  # the lean wrapper stamps arrivals (two ranks or more)
         self._saved: list[tuple] = []  # classattr saves (backward, scale, step)
         self.on = False
 
@@ -159,10 +160,42 @@ class BackwardTap:
             return
         if stamp is None:
             stamp = _many_ranks(self.torch)
+        self.stamping = stamp
+        self._rewrap(self._lean, stamp)
+
+    def stamp_only(self) -> bool:
+        """Another source reports the train loss, but this rank's arrivals still time the
+        job's stragglers (a stamping run: rank 0 logs to a tracker, the usual case): the
+        wrapper that stays queues each call's time with no loss ``(t, None)`` (nothing copied
+        off a device, no slot held). False when it could not (the caller stops the tap)."""
+        if not self.on or not self._saved or not _signature_known(self.torch.autograd):
+            return False
+        self._rewrap(self._stamp)
+        return True
+
+    def _rewrap(self, make, *args) -> None:
         autograd = self.torch.autograd
         orig = autograd.backward.__wrapped__
         restore(self._saved[0])
-        self._saved[0] = set_attr(autograd, "backward", self._lean(orig, stamp))
+        self._saved[0] = set_attr(autograd, "backward", make(orig, *args))
+
+    def _stamp(self, orig):
+        tap, put, now = self, self.put, _now
+
+        def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+                     grad_variables=None, inputs=None):  # fmt: skip
+            if tap.on:
+                try:
+                    put((now(), None))
+                    if tap.on_call is not None:  # an evaluation phase is open (spans.py)
+                        tap.on_call()
+                except Exception as exc:
+                    tap.on = False
+                    guard.failed(NAME, exc)
+            return orig(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+
+        backward.__wrapped__ = orig
+        return backward
 
     def _lean(self, orig, stamp: bool):
         tap, put, tensor, scaled, now = self, self.put, self.torch.Tensor, self.scaled, _now

@@ -242,13 +242,24 @@ class TorchTaps:
     def train_loss_reported(self) -> None:
         """A tracker, a framework or emit() reported a train loss: it is the run's, so no loss
         from backward() goes out any more, and the tap stops once an optimizer clocks the
-        steps (before, it may be the clock)."""
+        steps (before, it may be the clock), unless it stamps the arrivals of a run of two
+        ranks or more: then it stays, stamping only (rank 0 logging to a tracker had stopped
+        the job's straggler timing)."""
         if self._superseded:
             return
         self._superseded = True
         self._put(SUPERSEDED)
         if self.agent.step > 0 and self.backward.on:
-            self._backward("stop")
+            self._loss_elsewhere()
+
+    def _loss_elsewhere(self) -> None:
+        """The backward tap, its loss superseded: stamping only in a stamping run, else off."""
+        try:
+            if self.backward.stamping and self.backward.stamp_only():
+                return
+        except Exception as exc:  # the loss from backward() fails alone
+            guard.failed("backward tap", exc)
+        self._backward("stop")
 
     # -- the root's __call__ ----------------------------------------------------------------
     def _patch_call(self, root) -> None:
@@ -375,6 +386,8 @@ class TorchTaps:
         self._distributed_rank()
         self.backward.watching = False  # an optimizer clocks the steps
         self._backward("lean")
+        if self._superseded and self.backward.on:  # a train loss came before the first step
+            self._loss_elsewhere()
         if not has_closure(args, kwargs) and self._closure is not None:
             self._closure.remove()  # a plain step: no marker needed (the door waits to remove)
             self._closure = None
