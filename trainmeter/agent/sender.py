@@ -529,7 +529,9 @@ class Sender:
             self._queue_drops(force=True)
             left = self._leave_counts()  # for a supervisor that reads nothing now
             self._drain(deadline)  # a supervisor just resumed reads it
-            delivered = self.out.nbytes == 0
+            # written to a socket still connected: a failed connect also empties the buffer
+            # (counted "supervisor gone"), and that is no delivery
+            delivered = self.out.nbytes == 0 and self._sock is not None
             self.out.clear()  # counted above: a later connection must not begin mid-line
             self._drop_socket()
         finally:
@@ -537,7 +539,7 @@ class Sender:
         with self._count_lock:
             total = sum(self.drops.values())
             by = ", ".join(f"{n:,} {why}" for why, n in self.drops.items())
-        if unsent or not delivered:  # otherwise the run's summary line says what was dropped
+        if total and (unsent or not delivered):  # else the summary line says what was dropped
             where = ("in the run log" if delivered else
                      "left for the supervisor, which logs it at the run's end" if left else
                      "the run log does not have this count")  # fmt: skip
