@@ -20,8 +20,9 @@ from trainmeter.core import passport as core_passport
 from trainmeter.core import passport_md, records
 from trainmeter.core.engine import replay, unclosed_text
 from trainmeter.core.summary import summary_line
-from trainmeter.exports import passport_files, wandb
+from trainmeter.exports import wandb
 from trainmeter.exports.points import iter_points
+from trainmeter.supervisor import passport_files
 from trainmeter.supervisor.store import run_folders
 
 pytestmark = pytest.mark.slow

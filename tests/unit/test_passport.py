@@ -13,7 +13,7 @@ from conftest import Clock
 from trainmeter._version import __version__
 from trainmeter.core import passport, passport_md, records
 from trainmeter.core.engine import Engine, replay
-from trainmeter.exports import passport_files
+from trainmeter.supervisor import passport_files
 from trainmeter.supervisor.live import Live
 
 CONVENTIONS = ("hf", "megatron", "titan", "embeddings")

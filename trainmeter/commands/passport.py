@@ -12,7 +12,7 @@ import sys
 
 from trainmeter.commands.args import Parser, run_arguments
 from trainmeter.core.passport_md import markdown
-from trainmeter.exports import passport_files
+from trainmeter.supervisor import passport_files
 from trainmeter.supervisor.store import find_run
 
 

@@ -1,9 +1,10 @@
-"""Finished runs out to files and trackers: the passport files, CSV, W&B, MLflow.
+"""Finished runs out to files and trackers: CSV, W&B, MLflow.
 
 Each target is one module with ``export(run, out=..., ...) -> str`` (where it wrote), called by
 ``tm export`` (:mod:`trainmeter.commands.export`). They read the run folder only: the full
 resolution series come from ``run.jsonl`` (:mod:`trainmeter.exports.points`), the summary
-figures from the passport (:mod:`trainmeter.exports.passport_files`). Trackers are imported
+figures from the passport the supervisor wrote
+(:mod:`trainmeter.supervisor.passport_files`). Trackers are imported
 inside the function that needs them; a missing one raises :class:`MissingPackage`.
 """
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmeter.exports import passport_files
 from trainmeter.exports.points import Point, iter_points
+from trainmeter.supervisor import passport_files
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ class Live:
         """``passport.md``/``passport.json`` beside the log (docs/spec.md "Passport and
         exports"). A failure is noted in the log and on stderr, never raised: the log closes
         whatever happens here (``tm passport`` rebuilds a missing passport from it)."""
-        from trainmeter.exports import passport_files
+        from trainmeter.supervisor import passport_files
 
         try:
             passport_files.write(self.log.folder, snap)
