@@ -118,6 +118,17 @@
  */
 
 /**
+ * HFU [counted] (docs/spec.md "Samples, FLOPs per sample and HFU [counted]"): the counted step's
+ * executed FLOPs per token or per sample x the rate, over the devices' dense peak. Never an MFU.
+ * @typedef {object} HfuCounted
+ * @property {number | null} [value] at the recent rate (a fraction)
+ * @property {number | null} [avg] at the run's mean rate
+ * @property {number | null} [flops_per_s] executed FLOP/s of all devices
+ * @property {string | null} [per] "token" or "sample"
+ * @property {string | null} [why] why value is null, the engine's words
+ */
+
+/**
  * The snapshot fields the panels read (docs/spec.md "Snapshot" and "Snapshot keys for the
  * dashboard"); any may be missing or null until measured.
  * @typedef {object} Snapshot
@@ -127,6 +138,12 @@
  * @property {number | null} [elapsed_s]
  * @property {number | null} [tokens_per_s]
  * @property {number | null} [tokens_per_s_avg]
+ * @property {number | null} [samples] fed in training forward passes, all ranks
+ * @property {number | null} [samples_per_s] every rank's own recent rate, summed
+ * @property {number | null} [samples_per_s_avg]
+ * @property {number | null} [samples_per_step] the job's samples per step
+ * @property {string | null} [tokens_missing] why a run fed no token ids has no tokens
+ * @property {string | null} [conventions_missing] why no named convention describes the model
  * @property {number | null} [step_time_s]
  * @property {number | null} [budget_tokens]
  * @property {number | null} [budget_flops]
@@ -146,7 +163,10 @@
  * @property {ByConvention | null} [model_flops_per_s]
  * @property {ByConvention | null} [model_flops_per_s_per_gpu]
  * @property {number | null} [flops_per_token_counted]
- * @property {{step?: number, attention?: string, not_counted?: string[]} | null} [flops_counted]
+ * @property {{step?: number, tokens?: number | null, samples?: number | null, attention?: string,
+ *   not_counted?: string[]} | null} [flops_counted]
+ * @property {number | null} [flops_per_sample_counted] executed FLOP/sample of the counted step
+ * @property {HfuCounted | null} [hfu_counted]
  * @property {string | null} [tokens_counting]
  * @property {PeakInfo | null} [peak]
  * @property {ByConvention | null} [mfu] at tokens_per_s

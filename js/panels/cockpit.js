@@ -1,11 +1,14 @@
 // Cockpit: the loss chart (x = step; training losses raw and EMA-smoothed, validation losses as
 // points joined by a line, a log-scale switch) and the big figures: tokens against the budget with
-// a progress bar, tokens/s, step time and ETA. Step, elapsed time and run state sit in the header
-// right above it.
+// a progress bar, tokens/s, samples/s (any model: images, audio, tabular rows) with the samples
+// per step, step time and ETA. A run fed no token ids shows its samples and samples/s first and
+// says why it has no tokens (the engine's tokens_missing). Step, elapsed time and run state sit
+// in the header right above it.
 
 import { classifyLosses, etaWhy, isObj, stateText, str } from "../derive.js";
 import { el, setAttr, setText } from "../dom.js";
-import { duration, isNum, NA, num, percent, si, tokens as tokenCount } from "../format.js";
+import { count, duration, isNum, NA, num, percent, si, tokens as tokenCount } from "../format.js";
+import { noTokensWhy, perStepText, samplesRate } from "../samples.js";
 import { align, ema } from "../state.js";
 import { createChartSlot } from "./chartslot.js";
 import { createFigure } from "./figure.js";
@@ -184,7 +187,8 @@ function createLossCard(view) {
   return { el: card, update, setTheme: slot.setTheme, destroy: slot.destroy };
 }
 
-/** Tokens (against the budget), tokens/s, step time, ETA. */
+/** Tokens (against the budget), tokens/s, samples/s, step time, ETA; for a run fed no token ids,
+ * samples and samples/s first, then step time and ETA, then tokens with the engine's reason. */
 function createFigures() {
   const tokens = createFigure("tokens", "tm-tokens");
   const fill = el("div", { class: "tm-bar-fill" });
@@ -195,11 +199,39 @@ function createFigures() {
   );
   tokens.append(bar);
   const rate = createFigure("tokens/s", "tm-tokens-per-s");
+  const samples = createFigure("samples", "tm-samples");
+  const sampleRate = createFigure("samples/s", "tm-samples-per-s");
   const stepTime = createFigure("step time", "tm-step-time");
   const eta = createFigure("ETA", "tm-eta");
+  const box = el("div", { class: "tm-figures" });
+  let order = "";
 
   /** @param {Snapshot} snap */
   function update(snap) {
+    // a run fed no token ids: samples first, tokens last with the engine's reason
+    const noTokens = noTokensWhy(snap);
+    const key = noTokens ? "samples" : "tokens";
+    if (key !== order) {
+      order = key;
+      const figs = noTokens ? [samples, sampleRate, stepTime, eta, tokens] : [tokens, rate, sampleRate, stepTime, eta];
+      box.replaceChildren(...figs.map((f) => f.el));
+    }
+    const r = samplesRate(snap, !noTokens);
+    if (r.value !== null) sampleRate.set(r.value, { unitText: r.unit, subText: r.sub });
+    else sampleRate.missing("not measured yet", r.why);
+    if (noTokens) {
+      if (isNum(snap.samples)) samples.set(count(snap.samples), { subText: perStepText(snap) });
+      else samples.missing("not measured yet", "waiting for the first step");
+      tokens.missing("n/a", noTokens);
+      bar.hidden = true;
+    } else updateTokens(snap);
+    if (isNum(snap.step_time_s)) stepTime.set(duration(snap.step_time_s), { subText: "mean of the last 20 steps" });
+    else stepTime.missing("not measured yet", "needs two timed steps");
+    updateEta(snap);
+  }
+
+  /** @param {Snapshot} snap */
+  function updateTokens(snap) {
     const p = progressOf(snap);
     const budget = isNum(snap.budget_tokens) && snap.budget_tokens > 0 ? snap.budget_tokens : null;
     const budgetText = budget ? `of ${tokenCount(budget, 3)} · ${percent(p)}` : "no budget declared";
@@ -218,9 +250,11 @@ function createFigures() {
         subText: isNum(snap.tokens_per_s_avg) ? `avg ${si(snap.tokens_per_s_avg, "", 3)} tok/s` : "",
       });
     } else rate.missing("not measured yet", "needs two timed steps");
-    if (isNum(snap.step_time_s)) stepTime.set(duration(snap.step_time_s), { subText: "mean of the last 20 steps" });
-    else stepTime.missing("not measured yet", "needs two timed steps");
+  }
 
+  /** @param {Snapshot} snap */
+  function updateEta(snap) {
+    const budget = isNum(snap.budget_tokens) && snap.budget_tokens > 0 ? snap.budget_tokens : null;
     const state = isObj(snap.run) ? str(snap.run.state) : "";
     const reached = budget && isNum(snap.progress) && snap.progress >= 1;
     if (ENDED.includes(state)) {
@@ -232,10 +266,7 @@ function createFigures() {
     else eta.missing("no ETA", etaWhy(snap));
   }
 
-  return {
-    el: el("div", { class: "tm-figures" }, tokens.el, rate.el, stepTime.el, eta.el),
-    update,
-  };
+  return { el: box, update };
 }
 
 function lastValue(ys) {

@@ -24,6 +24,7 @@ import {
 } from "../derive.js";
 import { el, setText } from "../dom.js";
 import { isNum, percent, si } from "../format.js";
+import { countedPerUnit, hfuFigure } from "../samples.js";
 import { createChartSlot } from "./chartslot.js";
 import { createFigure, showFigure } from "./figure.js";
 import { createPanel } from "./panel.js";
@@ -71,13 +72,16 @@ export function createEfficiency(view) {
   const perGpu = createFigure("model FLOP/s per GPU", "tm-flops-per-gpu");
   // OFU is a counter (tensor-pipe activity): beside MFU, never in its place (the counters-beside invariant).
   const ofu = createFigure("OFU (counter: tensor-pipe activity)", "tm-ofu");
+  // HFU [counted]: the counted step's executed FLOPs over the dense peak, beside MFU, never in its
+  // place and never called MFU (js/samples.js); for a model no convention describes, the one
+  const hfu = createFigure("HFU (executed FLOPs)", "tm-hfu", { numTestid: "tm-hfu", tagTestid: "tm-hfu-tag" });
 
   const slot = createChartSlot({ title: "", small: true, testid: "tm-mfu-chart" });
   const chartBox = el("div", { class: "tm-mfu-chart" }, slot.title, slot.el);
 
   panel.body.append(
     controls,
-    el("div", { class: "tm-eff-grid" }, mfu.el, fpt.el, spent.el, perGpu.el, ofu.el),
+    el("div", { class: "tm-eff-grid" }, mfu.el, fpt.el, spent.el, perGpu.el, ofu.el, hfu.el),
     chartBox,
   );
 
@@ -161,7 +165,7 @@ export function createEfficiency(view) {
       others(fptOthers, table, conv, (v) => si(v, "FLOP"));
       setText(seqLine, f !== null ? seqLenText(snap) : "");
       setText(counted, countedText(snap));
-      counted.classList.toggle("tm-unknown", !isNum(snap.flops_per_token_counted));
+      counted.classList.toggle("tm-unknown", countedPerUnit(snap) === null);
 
       // FLOPs spent against FLOPs required for the budget.
       const done = byConv(snap, "flops_spent", conv);
@@ -197,6 +201,9 @@ export function createEfficiency(view) {
           ? `mean of the GPUs; observed ${si(o.observed, "FLOP/s")} per GPU (OFU × dense peak); a counter, beside MFU`
           : "a counter from NVML GPM, beside MFU, never in its place",
       });
+
+      const h = hfuFigure(snap);
+      showFigure(hfu, h, percent, { tagText: "counted", subText: h.sub });
 
       updateChart(snap, store, conv, historyChanged || viewChanged);
     },
@@ -248,13 +255,13 @@ export function seqLenText(snap) {
 
 /** @param {Snapshot} snap */
 export function countedText(snap) {
-  const v = snap.flops_per_token_counted;
-  if (!isNum(v)) return `[counted] executed FLOPs: ${NOT_MEASURED}`;
+  const per = countedPerUnit(snap); // per token, else per sample (a model fed no token ids)
+  if (per === null) return `[counted] executed FLOPs: ${NOT_MEASURED}`;
   const c = isObj(snap.flops_counted) ? snap.flops_counted : {};
   const at = isNum(c.step) ? ` (step ${c.step})` : "";
   const attention = ATTENTION_TEXT[c.attention] || "";
   const missed = Array.isArray(c.not_counted) && c.not_counted.length ? `; not counted: ${c.not_counted.join(", ")}` : "";
-  return `${si(v, "FLOP/token")} [counted]: executed FLOPs of one real step${at}, recompute included${attention}${missed}`;
+  return `${si(per.value, per.unit)} [counted]: executed FLOPs of one real step${at}, recompute included${attention}${missed}`;
 }
 
 function peakTitle(peak) {

@@ -18,6 +18,7 @@ import {
 } from "../derive.js";
 import { el, setText } from "../dom.js";
 import { amount, count, dateTime, dollars, duration, isNum, kwh, NA, num, percent, si, tokens as tokenCount } from "../format.js";
+import { hfuFact, noTokensFact, samplesFact, throughputFact } from "../samples.js";
 import { createFacts, createPanel } from "./panel.js";
 
 /** @typedef {import("../contract.js").Panel} Panel */
@@ -35,6 +36,7 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
   const factList = createFacts([
     ["model", "model"],
     ["tokens", "tokens"],
+    ["samples", "samples", "tm-passport-samples"],
     ["steps", "steps"],
     ["flops", "FLOPs spent", "tm-passport-flops"],
     ["gpuHours", "GPU-hours"],
@@ -42,6 +44,7 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
     ["device", "hardware"],
     ["dtype", "dtype"],
     ["mfu", "MFU", "tm-passport-mfu"],
+    ["hfu", "HFU", "tm-passport-hfu"],
     ["rate", "throughput"],
     ["ranks", "ranks", "tm-passport-ranks"],
     ["started", "started"],
@@ -73,7 +76,11 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
         facts.model.set(parts.filter(Boolean).join(" · ") || NA);
       } else facts.model.set(NOT_MEASURED, { subText: "(found at the first training step)", muted: true });
 
-      facts.tokens.set(tokenCount(snap.tokens), { muted: !isNum(snap.tokens) });
+      const noTokens = noTokensFact(snap); // a run fed no token ids: n/a and the engine's reason
+      if (noTokens) facts.tokens.set(noTokens.text, { subText: noTokens.sub, muted: true });
+      else facts.tokens.set(tokenCount(snap.tokens), { muted: !isNum(snap.tokens) });
+      const smp = samplesFact(snap);
+      facts.samples.set(smp.text, { subText: smp.sub, muted: smp.muted });
       facts.steps.set(count(snap.step), { muted: !isNum(snap.step) });
 
       const spent = byConv(snap, "flops_spent", conv);
@@ -102,8 +109,13 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
       else facts.mfu.set("no MFU", { subText: isObj(snap.peak) ? "(measuring throughput)" : "(no dense peak known)", muted: true });
 
       const rate = isNum(snap.tokens_per_s_avg) ? snap.tokens_per_s_avg : null;
-      if (rate !== null) facts.rate.set(`${si(rate, "", 3)} tok/s`, { subText: "(mean over the timed steps, not tokens over elapsed time)" });
-      else facts.rate.set(NOT_MEASURED, { muted: true });
+      const tokRate = rate !== null
+        ? { text: `${si(rate, "", 3)} tok/s`, sub: "(mean over the timed steps, not tokens over elapsed time)", muted: false }
+        : { text: noTokens ? `n/a: ${snap.tokens_missing}` : NOT_MEASURED, sub: "", muted: true };
+      const thr = throughputFact(snap, tokRate); // samples/s beside, or after the tokens' reason
+      facts.rate.set(thr.text, { subText: thr.sub || "", muted: Boolean(thr.muted) });
+      const hfu = hfuFact(snap);
+      facts.hfu.set(hfu.text, { subText: hfu.sub, muted: hfu.muted });
 
       const rows = rankRows(snap);
       facts.ranks.show(rows.length >= 2);

@@ -6,13 +6,14 @@ Every figure here can fail: the samples and steps are the script's own counts; s
 script's own samples over its own time stamps (taken right after each ``optimizer.step()``,
 where the agent stamps the step; 20 ms of "data loading" a step makes the microseconds between
 the two stamps negligible, hence 2 %); FLOPs per sample is worked out by hand below, to 1 %;
-HFU [counted] is that hand count x the script's own steps/s over 1 TFLOP/s, to 2 %.
+HFU [counted] is that hand count x the script's own steps/s over 1 TFLOP/s, to 2 %. The CNN
+runs in a %%trainmeter cell of a real kernel too.
 """
 
 import json
 
 import pytest
-from conftest import FIXTURES, run_jobs, run_tm
+from conftest import FIXTURES, _env, run_cell, run_jobs, run_tm
 
 from trainmeter.core.engine import WINDOW_STEPS, replay
 from trainmeter.supervisor.store import run_folders
@@ -127,3 +128,35 @@ def test_the_summary_line_and_the_passport_give_samples_first_and_hfu_counted(ru
     assert p["hfu_counted"]["value"] == pytest.approx(runs[kind]["snap"]["hfu_counted"]["avg"])
     assert "not token ids" in p["unknown"]["tokens_per_s_avg"]
     assert "no named convention describes this model" in p["unknown"]["mfu.value"]
+
+
+def test_under_trainmeter_in_a_notebook_the_cnns_figures_are_the_same_hand_counts(tmp_path):
+    """The CNN in a %%trainmeter cell of a real kernel: samples, samples per step, FLOPs per
+    sample and HFU [counted] as under tm (the same engine, a notebook's own supervisor)."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", env=_env())  # PYTHONPATH: this checkout
+    try:
+        run_cell(kc, f"import os, sys; os.chdir({str(tmp_path)!r})")
+        run_cell(kc, f"sys.path.insert(0, {str(FIXTURES)!r})")
+        run_cell(kc, "%load_ext trainmeter")
+        reply, out = run_cell(kc, "%%trainmeter --no-widget --peak 1T\nimport samples_train\n"
+                                  "samples_train.main('cnn')", timeout=240)  # fmt: skip
+        assert reply["status"] == "ok", out
+        run_cell(kc, "%trainmeter stop")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    counts = json.loads(next(x for x in out.splitlines() if x.startswith("COUNTS "))[7:])
+    summary = next(x for x in out.splitlines() if x.startswith("trainmeter: "))
+    assert " · 480 samples · " in summary and "samples/s (16/step)" in summary
+    assert "[counted] · HFU " in summary and "MFU" not in summary
+    (folder,) = run_folders(tmp_path / ".trainmeter")
+    snap = replay(folder / "run.jsonl").snapshot()
+    assert snap["samples"] == counts["samples"] == 480 and snap["samples_per_step"] == 16
+    _, avg, _ = _script_rates(counts)
+    assert snap["samples_per_s_avg"] == pytest.approx(avg, rel=0.02)
+    assert snap["flops_per_sample_counted"] == pytest.approx(CNN_FLOPS_PER_SAMPLE, rel=0.01)
+    assert snap["tokens_per_s"] is None and snap["mfu"] is None
+    hfu = snap["hfu_counted"]
+    assert hfu["avg"] == pytest.approx(CNN_FLOPS_PER_SAMPLE * avg / PEAK, rel=0.02)

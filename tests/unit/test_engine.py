@@ -805,6 +805,9 @@ def test_hfu_counted_says_why_it_is_missing():
     no_peak = _images().snapshot()["hfu_counted"]
     assert no_peak["value"] is None and no_peak["why"].startswith("no HFU: no dense peak")
     assert no_peak["flops_per_s"] == pytest.approx(65_175_552)  # executed FLOP/s still known
+    # a run that has ended never says "yet": nothing more will come
+    ended = _feed(_images(counted=False), ("run_end", 103.0, {"status": "ok", "exit_code": 0}))
+    assert ended.snapshot()["hfu_counted"]["why"].startswith("not measured: no step's executed")
 
 
 def test_a_token_models_hfu_counted_is_per_token_beside_its_mfu():

@@ -265,7 +265,7 @@ def test_a_run_without_tokens_has_samples_flops_per_sample_and_hfu_counted_not_z
     assert rows["throughput"].startswith("24.0 samples/s (mean over the timed steps")
     assert "not token ids" in rows["throughput"].split(" · tokens/s ")[1]
     assert rows["FLOPs per sample, counted"].startswith("2.72 MFLOP/sample (executed")
-    assert rows["HFU [counted]"].startswith("0.0065% [counted] (executed FLOPs per sample")
+    assert rows["HFU"].startswith("0.0065% [counted] (executed FLOPs per sample")
     config, summary = passport.flat(p)
     assert config["hfu_counted_per"] == "sample"
     assert summary["hfu_counted_avg"] == pytest.approx(6.5175552e-5)

@@ -67,13 +67,16 @@ CONVENTIONS_NO_TOKENS = (
     "feature batch) and every named convention counts FLOPs per token; executed FLOPs per "
     "sample and HFU [counted] come from the counted step"
 )
-HFU_WHY = {  # why hfu_counted.value is null (Engine._hfu)
+HFU_WHY = {  # why hfu_counted.value is null (Engine._hfu); "yet" only while the run is open
     "not counted": "not measured yet: one step's executed FLOPs are counted at the 3rd "
     "optimizer step",
+    "never counted": "not measured: no step's executed FLOPs were counted (the 3rd optimizer "
+    "step is; a note says why when it could not be)",
     "no counts": "not measured: the counted step's record has neither its tokens nor its "
     "samples (the run ended before that step was read, or an older agent wrote it)",
     "no peak": "no HFU: no dense peak is known; declare one with --peak",
     "no rate": "not measured yet: needs two timed steps",
+    "never timed": "not measured: the run had no two steps in one segment, so no step was timed",
 }
 # record kinds that never change what MFU divides by (devices, peak): after any other kind,
 # _chart_mfu looks them up again
@@ -861,8 +864,9 @@ class Engine:
         (docs/spec.md "Samples, FLOPs per sample and HFU [counted]")."""
         out: dict[str, Any] = dict.fromkeys(("value", "avg", "flops_per_s", "per", "why"))
         c = self.counted
+        ended = "ended" in self.run or self.run["state"] == "ended"  # nothing more will come
         if c is None:
-            out["why"] = HFU_WHY["not counted"]
+            out["why"] = HFU_WHY["never counted" if ended else "not counted"]
             return out
         per = "token" if c["tokens"] else "sample" if c["samples"] else None
         if per is None:
@@ -880,7 +884,7 @@ class Engine:
         out["value"] = metrics.hfu(now, by, max(gpus, 1), peak.flops)
         out["avg"] = metrics.hfu(avg, by, max(gpus, 1), peak.flops)
         if out["value"] is None:
-            out["why"] = HFU_WHY["no rate"]
+            out["why"] = HFU_WHY["never timed" if ended else "no rate"]
         return out
 
     def _gap_notes(self, peak, fpt: dict, budget_flops: float | None, convention: str) -> list:

@@ -41,7 +41,7 @@ def markdown(p: dict[str, Any]) -> str:
         ("FLOPs per token, counted", fig("flops_per_token_counted", _counted_md("token"))),
         ("FLOPs per sample, counted", fig("flops_per_sample_counted", _counted_md("sample"))),
         ("MFU", _mfu_md(p, why)),
-        ("HFU [counted]", _hfu_md(p, why)),
+        ("HFU", _hfu_md(p, why)),
         ("throughput", _throughput_md(p, why)),
         ("GPU-hours", fig("gpu_hours", lambda v: f"{v:.4g} GPU·h")),
         ("energy", fig("energy_j", _energy_md)),
