@@ -102,7 +102,8 @@ def test_passport_json_figures_match_a_hand_computation(tmp_path, capsys):
     assert p["energy_j"] == pytest.approx(6.0) and p["energy_kwh"] == pytest.approx(6 / 3.6e6)
     assert p["hardware"] == {"device": "NVIDIA H100 80GB HBM3", "count": 2,
                              "devices": [H100["name"]] * 2, "device_nodes": None,
-                             "backend": "nvml"}  # fmt: skip
+                             "backend": "nvml", "text": "2 × NVIDIA H100 80GB HBM3",
+                             "demonstration": None}  # fmt: skip
     assert p["dtype"] == "bf16" and p["peak"]["source"] == "declared"
     assert p["trainmeter_version"] == "0.1.0"
 
@@ -113,7 +114,8 @@ def test_passport_markdown_names_the_convention_of_every_flops_and_mfu_figure(tm
     assert rc == 0 and out.startswith("# Run passport: known\n")
     rows = dict(line[2:-2].split(" | ", 1) for line in out.splitlines()[4:] if line[:2] == "| ")
     assert rows["FLOPs spent"].startswith("21.6 MFLOP [hf] · 24.7 MFLOP [titan] · 27.1 MFLOP "
-                                          "[embeddings] · unknown [megatron] (")  # fmt: skip
+                                          "[embeddings] · n/a [megatron] (megatron needs ffn, "
+                                          "which the model record lacks)")  # fmt: skip
     assert rows["MFU"].startswith("0.20% [hf] · 0.23% [titan] · 0.25% [embeddings]")
     assert rows["energy"].startswith("0.00167 Wh (6.00 J")  # 6 J / 3600 J per Wh
     assert rows["hardware"] == "2 × NVIDIA H100 80GB HBM3 · counters: nvml"
@@ -134,7 +136,10 @@ def test_a_crashed_run_gets_a_passport_with_no_end_and_says_why(tmp_path, capsys
     write_run(tmp_path, known_run(end=None))
     rc, out, _ = tm(capsys, "passport", "--dir", str(tmp_path / ".trainmeter"))
     assert rc == 0
-    assert "| ended | unknown (no run_end record in the log: the run is still open" in out
+    # the snapshot's reason (core/reasons.py), as the page says it
+    assert (
+        "| ended | unknown: no run_end record (the supervisor stopped without closing the log) |"
+    ) in out
     assert "| tokens | 4,000 |" in out  # what the log has is still there
 
 

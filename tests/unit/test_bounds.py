@@ -15,6 +15,8 @@ from trainmeter.core import counters, records
 from trainmeter.core import engine as E
 from trainmeter.core import hardware as H
 from trainmeter.core import ranks as R
+from trainmeter.core import reasons as Why
+from trainmeter.core.flops import CONVENTIONS
 from trainmeter.core.timeline import DEFAULT_CAP
 from trainmeter.supervisor.live import Live
 
@@ -26,6 +28,11 @@ from trainmeter.supervisor.live import Live
 def _str_bytes(n: int) -> int:
     """Bytes of a JSON string of ``n`` characters at most."""
     return 2 + 12 * n
+
+
+def _ascii_str(n: int) -> int:
+    """Bytes of a JSON string of ``n`` printable ASCII characters at most (\" and \\: 2)."""
+    return 2 + 2 * n
 
 
 NUM = 24  # a float's repr is at most 24 bytes ("-2.2250738585072014e-308"); an int < 2**53, 16
@@ -41,10 +48,10 @@ MODEL = E.MAX_MODEL_FIELDS * (_str_bytes(E.MAX_KEY) + 1 + NAME + 1)
 RANKS = E.MAX_RANKS * ((12 + 1 + 16 + 1) + 2 * (12 + 1 + NUM + 1))
 RANKS += E.MAX_RANKS * (10 + 1)  # "stragglers": each rule flags at most half; together, all
 # the per-rank straggler keys of at most MAX_DETAIL (64) ranks (docs/spec.md "Bounds on an
-# update"): three numbers (rank_lag_s, straggler_cost_s, straggler_share), six buckets of
+# update"): three numbers (rank_lag_s, straggler_cost_s, straggler_share), seven buckets of
 # rank_time_split and five of rank_time_share (a bucket at most '"checkpoint":' 13 + a number
 # + a comma: 38), the rule name and the cause text
-DETAIL = 3 * (12 + 1 + NUM + 1) + (12 + 1 + 2 + 6 * 38 + 1) + (12 + 1 + 2 + 5 * 38 + 1) + 28 + 180
+DETAIL = 3 * (12 + 1 + NUM + 1) + (12 + 1 + 2 + 7 * 38 + 1) + (12 + 1 + 2 + 5 * 38 + 1) + 28 + 180
 RANKS += R.MAX_DETAIL * DETAIL
 ERROR = _str_bytes(E.MAX_ERROR) + 10
 PEAK = 2 * NAME + 1000  # device and dtype strings from the model record; a table citation
@@ -72,6 +79,18 @@ SAMPLES += len('"conventions_missing":,') + 2 + len(E.CONVENTIONS_NO_TOKENS)
 SAMPLES += len('"hfu_counted":{"value":,"avg":,"flops_per_s":,"per":,"why":},') + 3 * NUM
 SAMPLES += len('"sample"') + 2 + max(len(why) for why in E.HFU_WHY.values())
 SAMPLES += len(',"samples":') + 16
+# why each figure is missing (core/reasons.py): at most MAX_KEYS reasons, each printable ASCII of
+# at most MAX_REASON characters (2 bytes a character at most: \" and \\) under a key of at most
+# "model_flops_per_s_per_gpu/embeddings"; the run's own device (a count and a model string of at
+# most MAX_NAME characters); a demonstration's backend (ASCII), GPU count, text (ASCII but "×")
+# and banner
+WHY_KEY = max(len(f"{k}/{c}") for k in Why.PER_CONVENTION for c in CONVENTIONS)
+WHY = len('"reasons":{},') + Why.MAX_KEYS * (2 + WHY_KEY + 1 + _ascii_str(Why.MAX_REASON) + 1)
+WHY += len('"device_text":,') + _str_bytes(E.MAX_NAME + len(f"{E.MAX_RANKS} × "))
+DEMO_TEXT = len("demonstration: ") + len(f"{H.MAX_DEVICES} × fake ") + Why.MAX_NAME_IN_REASON
+DEMO_BANNER = 120 + Why.MAX_NAME_IN_REASON  # the sentence around the backend's name
+WHY += len('"demonstration":{"backend":,"gpus":,"text":,"banner":},') + NUM
+WHY += _ascii_str(Why.MAX_NAME_IN_REASON) + _str_bytes(DEMO_TEXT) + _ascii_str(DEMO_BANNER)
 # hardware (the supervisor's sampler, not training code): its strings are printable ASCII
 # (core/hardware.py), at most 2 bytes a character in JSON (\" and \\). Per GPU: every key with
 # a number, the name, up to 64 throttle names (a 64-bit mask; an unknown bit reads
@@ -112,10 +131,15 @@ def test_the_stated_bound_is_the_sum_of_its_parts():
     assert POINTS_BOUND == 13_108_672
     assert HARDWARE == 303_626  # 16 x (18,645 + 1) + host 1,998 + the rest
     parts = NOTES + SNAP_SERIES + MODEL + RANKS + ERROR + PEAK + FIXED + SHOWN + HARDWARE
-    parts += SAMPLES
-    assert DETAIL == 772
-    assert RANKS == 119_808 + 64 * 772 and SHOWN == 1_801 and SAMPLES == 878
-    assert parts == 1_011_526 and parts <= SNAPSHOT_BOUND
+    parts += SAMPLES + WHY
+    assert DETAIL == 810
+    assert RANKS == 119_808 + 64 * 810 and SHOWN == 1_836 and SAMPLES == 878
+    assert WHY == 25_991
+    # the demonstration's texts at their longest (a backend and a GPU name of any length)
+    demo = Why.demonstration("fake:" + "\U0001f600" * 999, H.MAX_DEVICES, "\U0001f600" * 999)
+    assert len(demo["text"]) <= DEMO_TEXT and len(demo["banner"]) <= DEMO_BANNER
+    assert len(json.dumps(demo["backend"])) <= _ascii_str(Why.MAX_NAME_IN_REASON)
+    assert parts == 1_039_984 and parts <= SNAPSHOT_BOUND
     assert UPDATE_BOUND == 14_157_312
 
 

@@ -678,11 +678,12 @@ def test_time_shares_are_each_bucket_over_the_time_they_split():
     # a data wait of 0.5 s from 102.5 s, inside the timed interval 102 -> 104 s
     _feed(eng, ("span", 102.5, {"name": "data", "rank": 0, "dur": 0.5}))
     snap = eng.snapshot()
-    # compute 3 - 0.5 = 2.5 s, data 0.5 s, other 4 - 3 = 1 s of elapsed 4 s
+    # compute 3 - 0.5 = 2.5 s, data 0.5 s of elapsed 4 s; the 1 s before the first step (at
+    # 101 s) is start-up, and nothing is left for other
     assert snap["time_split"]["compute"] == pytest.approx(2.5)
     assert snap["time_share"] == {
         "compute": pytest.approx(0.625), "data": pytest.approx(0.125), "checkpoint": 0.0,
-        "eval": 0.0, "other": pytest.approx(0.25),
+        "eval": 0.0, "startup": pytest.approx(0.25), "other": 0.0,
     }  # fmt: skip
     # rank 0's own step time, 3 s (its "other" left out): compute 2.5 / 3, data 0.5 / 3
     share = snap["rank_time_share"]["0"]

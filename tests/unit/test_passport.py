@@ -53,8 +53,11 @@ def test_known_figures_pass_through_with_units_changed_only():
     assert p["trainmeter_version"] == "0.1.0" and p["written_by"] == "9.9"
     # no device named anywhere (the declared peak's "unknown" is no name): null, with why
     assert p["hardware"] == {"device": None, "count": 2, "devices": [], "device_nodes": None,
-                             "backend": None}  # fmt: skip
-    assert p["unknown"]["hardware.device"] == "the agent and the GPU sampler named no device"
+                             "backend": None, "text": None, "demonstration": None}  # fmt: skip
+    # the core's reason (core/reasons.py), the words every surface shows
+    assert p["unknown"]["hardware.device"] == (
+        "not measured: the agent and the GPU sampler named no device"
+    )
 
 
 def test_unknown_figures_are_null_with_a_reason_and_never_filled_in():
@@ -66,23 +69,28 @@ def test_unknown_figures_are_null_with_a_reason_and_never_filled_in():
     p = passport.build(snap)
     for key in ("energy_j", "energy_kwh", "gpu_hours", "dtype", "ended", "tokens_per_s_avg"):
         assert p[key] is None and p["unknown"][key], key
-    assert p["model"] is None and "forward pass" in p["unknown"]["model"]
+    assert p["model"] is None and "first training step" in p["unknown"]["model"]
     assert set(p["flops_per_token"]) == set(CONVENTIONS)
     assert all(v is None for v in p["flops_per_token"].values())
     assert p["mfu"]["value"] is None
-    assert p["unknown"]["mfu.value"] == "no dense peak is known for cpu; declare one with --peak"
+    assert p["unknown"]["mfu.value"] == (
+        "no MFU: no dense peak is known (no device seen yet); declare one with --peak"
+    )
     md = passport_md.markdown(p)
-    assert "unknown (no run_end record in the log" in md
-    assert "unknown (not measured: it comes from the GPUs' NVML energy counter" in md
-    assert "n/a" not in md and "None" not in md
+    # a finished cell without run_end: the run is open (a notebook between cells), so "yet"
+    assert "| ended | not yet: the run is open between notebook cells (no run_end record" in md
+    assert "| energy | not measured yet: it comes from the GPUs' NVML energy counter" in md
+    assert "None" not in md
 
 
 def test_an_attached_run_says_no_agent_was_inside_where_an_agent_figure_is_missing():
     snap = _snap(model=None, flops_per_token={}, flops_spent={}, tokens_per_s_avg=None,
                  process={"pid": 4242})  # fmt: skip
     p = passport.build(snap)
+    attached = ("no agent: tm attach watched process 4242 from outside, so there are no steps, "
+                "tokens, loss, FLOPs or MFU")  # fmt: skip
     for key in ("model", "flops_per_token.titan", "tokens_per_s_avg"):
-        assert p["unknown"][key] == passport.WHY_ATTACHED, key
+        assert p["unknown"][key] == attached, key
     assert passport.WHY_NO_MODEL not in p["unknown"].values()
 
 
@@ -94,7 +102,7 @@ def test_every_flops_and_mfu_figure_names_its_convention_shown_one_first():
         assert sorted(c for group in named for c in group.split(", ")) == sorted(CONVENTIONS)
     assert rows["FLOPs spent"].split(" | ")[1].startswith("9.50 GFLOP [titan]")
     assert rows["MFU"].split(" | ")[1].startswith("20.0% [titan] · 10.0% [hf]")
-    assert "unknown [megatron]" in rows["MFU"]
+    assert "no MFU [megatron] (" in rows["MFU"]
 
 
 def test_a_convention_without_a_figure_names_exactly_the_fields_the_model_lacks():
@@ -109,8 +117,9 @@ def test_a_convention_without_a_figure_names_exactly_the_fields_the_model_lacks(
     assert snap["flops_per_token_missing"] == {"megatron": ["ffn"]}  # the others have figures
     p = passport.build(snap)
     assert p["unknown"]["flops_per_token.megatron"] == (
-        "megatron needs ffn, which the model record lacks"
-    )  # the same words as js/derive.js fptMissingWhy (js/tests/derive.test.js pins them)
+        "n/a: megatron needs ffn, which the model record lacks"
+    )  # the snapshot's reasons["flops_per_token/megatron"], which the dashboard shows as given
+    assert snap["reasons"]["flops_per_token/megatron"] == p["unknown"]["flops_per_token.megatron"]
     assert "flops_per_token.titan" not in p["unknown"]
     assert passport.why_missing("titan", ["layers", "seq_len"]) == (
         "titan needs layers, seq_len, which the model record lacks"
@@ -190,7 +199,7 @@ def test_the_ranks_section_carries_each_ranks_own_figures_and_the_stragglers_cos
     """The snapshot's per-rank keys (docs/spec.md "Stragglers") pass through unchanged; the
     Markdown says who holds the job up, by how much and why (38.1 ms = 0.0381 s x 1000)."""
     split = {"compute": 60.0, "data": 25.5, "checkpoint": 0.0, "eval": 0.0, "wait": 0.0,
-             "other": 2.0}  # fmt: skip
+             "startup": 12.0, "other": 2.0}  # fmt: skip
     cause = "rank 1: data loader (+38.1 ms/step data wait over the median rank)"
     snap = _snap(ranks={"0": 10, "1": 10}, rank_step_time_s={"0": 0.3, "1": 0.3},
                  rank_lag_s={"0": 0.0, "1": 0.0381}, straggler_cost_s={"0": 0.0, "1": 0.0381},
@@ -211,8 +220,8 @@ def test_the_ranks_section_carries_each_ranks_own_figures_and_the_stragglers_cos
     assert ("- rank 1 (flagged by arrival lag): the job waits 38.1 ms per step on it (12.7% of "
             f"step time); cause: {cause}") in md  # fmt: skip
     assert (
-        "| 1 | 10 | 300 ms | 38.1 ms | 38.1 ms | 1 min 00 s | 25.5 s | 0 ms | 0 ms | 0 ms | 2.0 s |"
-        in md
+        "| 1 | 10 | 300 ms | 38.1 ms | 38.1 ms | 1 min 00 s | 25.5 s | 0 ms | 0 ms | 0 ms | 12.0 s "
+        "| 2.0 s |" in md
     )
     assert "| 0 | 10 | 300 ms | 0 ms | 0 ms | – | – | – | – | – | – |" in md
     _, summary = passport.flat(p)

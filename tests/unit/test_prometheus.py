@@ -43,7 +43,7 @@ SNAP = {  # the shape of Engine.snapshot(), the values picked by hand
     "rank_step_time_s": {"0": 0.25, "1": 0.33},
     "stragglers": [1],
     "time_split": {"compute": 50.0, "data": 5.0, "checkpoint": 2.0, "eval": 1.0,
-                   "other": 3.5, "warmup": 1.5},
+                   "startup": 9.0, "other": 3.5, "warmup": 1.5},
     "series": {"train/loss": {"step": 120, "value": 2.75, "ema": 2.8, "role": "train_loss"}},
     "hardware": {
         "backend": "nvml", "lost": [1],
@@ -88,6 +88,7 @@ def test_step_tokens_rate_and_mfu_are_the_snapshots_with_node_and_convention_lab
     assert _get(s, "trainmeter_model_flops_total", convention="titan") == 1.5e15
     assert _get(s, "trainmeter_peak_flops_per_second", dtype="bf16", source="table") == 989.5e12
     assert _get(s, "trainmeter_time_split_seconds", bucket="data") == 5.0
+    assert _get(s, "trainmeter_time_split_seconds", bucket="startup") == 9.0  # its own bucket
     assert _get(s, "trainmeter_series", name="train/loss", role="train_loss") == 2.75
     # a convention without a figure is left out, never exported as 0
     assert not [k for k in s if ("convention", "embeddings") in k[1]]

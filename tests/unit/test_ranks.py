@@ -182,15 +182,18 @@ def _split_run(eng, n_steps=21, data=None, elapsed=None):
 def test_time_split_per_rank_takes_the_wait_out_of_compute():
     eng = _engine({0: "a", 1: "a", 2: "a"})
     _split_run(eng)
-    split = eng.ranks.snapshot(None, 3.0)["rank_time_split"]
+    split = eng.ranks.snapshot(None, 3.1)["rank_time_split"]  # the run: T0 - 1 to T0 + 2.1
     # arrivals 13, 51, 14 ms after each step: waits 38, 0, 37 ms at steps 2..21 (20 steps);
-    # compute = 20 timed intervals x (100 ms - data - wait) = 20 x 60 ms for every rank
+    # compute = 20 timed intervals x (100 ms - data - wait) = 20 x 60 ms for every rank;
+    # start-up: the 1.1 s before the first step (T0 + 0.1) less the rank's first data wait;
+    # nothing is left for "other" (the run ends at the last step)
     assert split["0"] == pytest.approx({"compute": 1.2, "data": 21 * 0.002, "checkpoint": 0,
-                                        "eval": 0, "wait": 20 * 0.038,
-                                        "other": 3.0 - 1.2 - 0.042 - 0.76}, abs=1e-9)  # fmt: skip
+                                        "eval": 0, "wait": 20 * 0.038, "startup": 1.1 - 0.002,
+                                        "other": 0.0}, abs=1e-9)  # fmt: skip
     assert split["1"] == pytest.approx({"compute": 1.2, "data": 21 * 0.040, "checkpoint": 0,
-                                        "eval": 0, "wait": 0.0,
-                                        "other": 3.0 - 1.2 - 0.84}, abs=1e-9)  # fmt: skip
+                                        "eval": 0, "wait": 0.0, "startup": 1.1 - 0.040,
+                                        "other": 0.0}, abs=1e-9)  # fmt: skip
+    assert all(sum(split[r].values()) == pytest.approx(3.1) for r in ("0", "1", "2"))
 
 
 def test_a_slow_data_loader_is_named_as_the_cause():

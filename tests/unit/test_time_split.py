@@ -97,6 +97,7 @@ def _span(kind, t, dur, rank=0):
 def _scenario(span_after_step=True):
     """Rank 0 from 100 to 106 s, by hand:
 
+    100.0-100.5       the interpreter, imports, the model: start-up
     100.5 data 0.5    before the first step: data, not inside an interval
     101.0 warmup 1.0  first forward to first step: in `other`
     102   step 1      (untimed: the segment's first)
@@ -109,7 +110,8 @@ def _scenario(span_after_step=True):
     105.2 eval 0.6    after the last step: eval, not inside an interval
     106   run end
     timed 3 s - inside (0.4 + 0.3 + 0.5) = compute 1.8; data 1.2; checkpoint 0.5; eval 0.6;
-    elapsed 6 s - 4.1 = other 1.9 (of which warm-up 1.0).
+    start-up: the 2 s before the first step less the data 0.5 and the warm-up 1.0 = 0.5;
+    elapsed 6 s - 4.1 - 0.5 = other 1.4 (the warm-up 1.0, and 0.4 after the last step).
     """
     recs = [
         _rec("run_start", 100.0, id="r", name="r", argv=[], version="0"),
@@ -142,9 +144,11 @@ def test_time_split_by_hand():
     snap = _fold(_scenario()).snapshot()
     split = snap["time_split"]
     assert split == pytest.approx({"compute": 1.8, "data": 1.2, "checkpoint": 0.5, "eval": 0.6,
-                                   "other": 1.9, "warmup": 1.0})  # fmt: skip
-    parts = ("compute", "data", "checkpoint", "eval", "other")
+                                   "startup": 0.5, "other": 1.4, "warmup": 1.0})  # fmt: skip
+    parts = ("compute", "data", "checkpoint", "eval", "startup", "other")
+    assert parts == E.SPLIT
     assert sum(split[k] for k in parts) == pytest.approx(snap["elapsed_s"]) == pytest.approx(6.0)
+    assert snap["rank_time_split"]["0"]["startup"] == pytest.approx(0.5)  # the same rule
 
 
 def test_a_span_sent_in_the_same_flush_as_a_later_step_lands_in_the_same_bucket():
@@ -187,9 +191,10 @@ def test_notebook_segments_leave_out_the_gaps_and_start_over_at_each_first_step(
         _rec("segment_end", 13.0, segment=2, status="ok"),
     ]
     split = _fold(recs).snapshot()["time_split"]
-    # timed: (1, 2] and (11, 12] = 2 s, less 0.2 inside; elapsed 3 + 3 = 6 s
+    # timed: (1, 2] and (11, 12] = 2 s, less 0.2 inside; elapsed 3 + 3 = 6 s; start-up: the
+    # run's time before its first step, 0 to 1 s (the second cell's first step is "other")
     assert split == pytest.approx({"compute": 1.8, "data": 0.5, "checkpoint": 0.0, "eval": 0.5,
-                                   "other": 3.2, "warmup": 0.0})  # fmt: skip
+                                   "startup": 1.0, "other": 2.2, "warmup": 0.0})  # fmt: skip
 
 
 def test_a_huge_span_cannot_overflow_the_sums():

@@ -21,12 +21,12 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from trainmeter.core import catalog, flops, metrics, passport, peaks, plan, rank_models
+from trainmeter.core import catalog, flops, metrics, passport, peaks, plan, rank_models, reasons
 from trainmeter.core.drops import Drops, drop_text
 from trainmeter.core.hardware import HardwareState, gpu_means
 from trainmeter.core.options import LoggedOptions, from_record
 from trainmeter.core.rank_counts import RankCounts
-from trainmeter.core.ranks import Ranks, over_fastest
+from trainmeter.core.ranks import Ranks, over_fastest, startup_s
 from trainmeter.core.records import SPAN_KINDS
 from trainmeter.core.timeline import DEFAULT_CAP, Timeline
 
@@ -45,7 +45,7 @@ MAX_COUNT = 2**53  # steps, tokens, samples must be below: JavaScript's exact in
 MAX_ERROR = 2000  # characters of a segment's error text (as the supervisor cuts it)
 STRAGGLER_MARGIN = 0.15  # a rank is slow when its step time exceeds the ranks' median by this
 STRAGGLER_EVALS = 5  # ...at this many consecutive evaluations (rank 0's steps) in a row
-SPLIT = ("compute", "data", "checkpoint", "eval", "other")  # time_split's buckets of elapsed_s
+SPLIT = ("compute", "data", "checkpoint", "eval", "startup", "other")  # time_split: sum elapsed_s
 MAX_SPAN_S = 1e9  # seconds of one span at most (a bad record cannot overflow the sums)
 _COUNTED_MAX = 1000  # distinct refused names counted exactly; beyond, "1000+"
 _SHAPE_FIELDS = {f.name for f in fields(flops.ModelShape)}
@@ -177,6 +177,7 @@ class Engine:
         self.model: dict[str, Any] | None = None  # the job's, combined from rank_models
         self.rank_models: dict[int, dict[str, Any]] = {}  # rank -> its model record
         self.shape: flops.ModelShape | None = None
+        self.shape_error: str | None = None  # why the model record gave no shape (reasons.py)
         self.clock = _Clock()  # rank 0's steps; tokens and samples: the job's (self.counts)
         self.counts = RankCounts(MAX_RANKS, WINDOW_STEPS)  # every rank's own counts
         self.clock_rank: int | None = None  # 0, or a node's lowest rank (_clock_rank)
@@ -269,6 +270,8 @@ class Engine:
     def _start_segment(self, t: float, segment: int) -> None:
         self.segment_t0 = t
         self.run.update(segment=segment, state="running")
+        self.run.pop("state_text", None)  # a cell runs: the run is no longer between cells
+        self.ranks.on_segment(t, self.active_s)  # where each rank's start-up ends (ranks.py)
         self.clock.last_t = None  # the gap between cells is not training time
         self.seg_first_t = None
         self.span_pending_s = 0.0
@@ -279,10 +282,14 @@ class Engine:
         if self.segment_t0 is not None:
             self.active_s += max(0.0, t - self.segment_t0)
             self.segment_t0 = None
+            self.ranks.on_segment(None, self.active_s)
 
     def _on_segment_end(self, rec: dict) -> None:
         self._close_segment(rec["t"])
         self.run["state"] = _END_STATE.get(rec["status"], "finished")
+        # a notebook between cells: the cell ended, the run did not (no run_end yet)
+        cell = rec["segment"] if 0 <= rec["segment"] < MAX_COUNT else "?"  # a bounded text
+        self.run["state_text"] = f"{self.run['state']} (cell {cell}; the run is open)"
         if rec.get("error"):
             self.run["error"] = clip(str(rec["error"]), MAX_ERROR)
 
@@ -290,6 +297,7 @@ class Engine:
         self._close_segment(rec["t"])
         self.run.update(state=_END_STATE.get(rec["status"], "finished"), ended=rec["t"])
         self.run["exit_code"] = rec.get("exit_code")
+        self.run.pop("state_text", None)
 
     def end_unclosed(self) -> None:
         """The log ended without ``run_end`` (a killed supervisor, a cut log): state ``ended``,
@@ -319,10 +327,11 @@ class Engine:
         self.rank_models[rank] = _bounded_model(rec)
         self.model = rank_models.combine(self.rank_models)
         args = {k: v for k, v in self.model.items() if k in _SHAPE_FIELDS}
+        self.shape_error = None
         try:
             self.shape = flops.ModelShape(**args)
         except (TypeError, ValueError) as exc:
-            self.shape = None
+            self.shape, self.shape_error = None, clip(str(exc), MAX_NAME)
             self.note(f"model record not usable for FLOPs: {exc}")
 
     def _on_step(self, rec: dict) -> None:
@@ -621,7 +630,7 @@ class Engine:
             + self._loss_notes()
             + self.hw.notes()
         )
-        return {
+        snap = {
             "v": 1,
             "run": dict(self.run),
             "step": c.step,
@@ -687,12 +696,55 @@ class Engine:
             "time_share": metrics.shares(time_split, SPLIT),
             "energy_j": self.hw.energy_j(),
             "hardware": hardware,
-            "gpu_mean": gpu_means(hardware),
+            "gpu_mean": gpu_means(hardware, self._is_open()),
             "process": dict(self.process) if self.process is not None else None,
             "dropped": dropped,
             "steps_merged": merged,
             "log": dict(self.log_read) if self.log_read is not None else None,
         }
+        # docs/spec.md "Why a figure is missing": the run's own device, a demonstration's
+        # fake GPUs, and the reason of every missing figure, said once for every surface
+        snap["device_text"] = self._device_text(gpus)
+        row = peaks.find_gpu(self.hw.device_name()) if self.hw.fake else None
+        snap["demonstration"] = reasons.demonstration(
+            self.hw.backend, self.hw.whole_gpus(), row.label if row else self.hw.device_name()
+        )
+        snap["reasons"] = reasons.reasons(snap, self._run_facts())
+        return snap
+
+    def _is_open(self) -> bool:
+        """No end yet: no ``run_end``, and not ended without a close (a figure may still come,
+        so a reason may say "yet")."""
+        return "ended" not in self.run and self.run["state"] != "ended"
+
+    def _run_facts(self) -> reasons.RunFacts:
+        """What ``reasons.reasons`` needs beyond the snapshot's figures."""
+        device = self._device() or (self.model or {}).get("device")
+        return reasons.RunFacts(
+            open=self._is_open(), moving=self._moving(), attached=self._attached(),
+            device=device, table_has_device=peaks.find_gpu(device) is not None,
+            shape_error=self.shape_error if self.model is not None else None,
+            spans=self.spans_seen, step_clock=self.step_clock,
+            budget_declared=self.options.budget_tokens is not None
+            or _one_or_more(self.options.budget_flops) is not None,
+        )  # fmt: skip
+
+    def _device_text(self, gpus: int) -> str | None:
+        """The run's own device as a person names it ("2 × NVIDIA H100 80GB HBM3", "cpu"):
+        the model's (the agent's), else a real GPU backend's, else ``--device``; never a fake
+        GPU's (the snapshot's ``demonstration`` names those); None when nothing names one."""
+        m = self.model or {}
+        name, n = m.get("device_name"), gpus
+        if not name and m.get("device"):
+            return clip(str(m["device"]), MAX_NAME)
+        if not name and not self.hw.fake and self.hw.device_name():
+            name, n = self.hw.device_name(), self.hw.whole_gpus()
+        if not name and self.options.device:
+            name = self.options.device
+        if not name:
+            return None
+        name = clip(str(name), MAX_NAME)
+        return f"{n} × {name}" if n > 1 else name
 
     def _merged_snapshot(self) -> dict[str, Any] | None:
         """The snapshot's ``steps_merged``: ``{"steps", "records", "text"}``, the steps that
@@ -708,16 +760,20 @@ class Engine:
         return {"steps": n, "records": m, "text": text}
 
     def _time_split(self, elapsed: float) -> dict[str, float] | None:
-        """Seconds of the run per bucket (docs/spec.md "Time spans"); null until rank 0's
-        first span (the warm-up span comes with any run's first optimizer step)."""
+        """Seconds of the run per bucket (docs/spec.md "Time spans"): the buckets of ``SPLIT``
+        add up to ``elapsed``, ``startup`` being rank 0's time before its first step outside
+        any span (``ranks.startup_s``); null until rank 0's first span (the warm-up span comes
+        with any run's first optimizer step)."""
         if not self.spans_seen:
             return None
         s = self.span_s
         compute = max(0.0, self.clock.timed_s - self.span_inside_s)
         busy = compute + s["data"] + s["checkpoint"] + s["eval"]
+        r0 = self.ranks.ranks.get(0)
+        startup = startup_s(r0, elapsed, busy) if r0 is not None else 0.0
         return {"compute": compute, "data": s["data"], "checkpoint": s["checkpoint"],
-                "eval": s["eval"], "other": max(0.0, elapsed - busy),
-                "warmup": s["warmup"]}  # fmt: skip
+                "eval": s["eval"], "startup": startup,
+                "other": max(0.0, elapsed - busy - startup), "warmup": s["warmup"]}  # fmt: skip
 
     def _seq_len(self) -> int | None:
         """The model record's sequence length (the first training batch's)."""
@@ -895,23 +951,20 @@ class Engine:
                        "there are no steps, tokens, loss, FLOPs or MFU, only its process facts "
                        "and GPU counters; run it under tm (or in a %%trainmeter cell) to see "
                        "them")  # fmt: skip
-        elif self.shape is None:
-            out.append("FLOPs/token: no model seen yet (found at the first training forward pass)")
+        elif self.model is None:  # the words of the snapshot's reasons (core/reasons.py)
+            out.append(f"FLOPs/token: {reasons.split(reasons.model_reason(self._is_open()))[1]}")
         if peak is None and attached is None:
             m = self.model or {}
             device = self._device() or m.get("device")
-            known = f"for {device}" if device else "(no device seen yet)"
-            if self._dtype() is None and peaks.find_gpu(device) is not None:  # the table has it
-                out.append(f"no MFU: the run's dtype is not known yet (found at the first "
-                           f"training forward pass), so neither is the dense peak of {device}; "
-                           "or declare one with --peak")  # fmt: skip
-            else:
-                out.append(f"no MFU: no dense peak is known {known}; declare one with --peak")
+            has = peaks.find_gpu(device) is not None  # the table has a row for it
+            why = reasons.peak_why(device, self._dtype(), has, self._is_open())
+            out.append(f"no MFU: {why}")
         if budget_flops is not None:
             if self.options.budget_tokens is not None:
                 out.append("budget: tokens and FLOPs both declared; progress and ETA follow tokens")
             elif fpt.get(convention) is None:
-                out.append(f"budget: FLOPs declared but no FLOPs/token under {convention} yet, "
+                yet = " yet" if self._is_open() else ""  # a run that has ended: none will come
+                out.append(f"budget: FLOPs declared but no FLOPs/token under {convention}{yet}, "
                            "so no token budget, progress or ETA")  # fmt: skip
         plan_mfu = self.options.plan_mfu
         if plan_mfu is not None and not (_positive(plan_mfu) and plan_mfu <= 1):

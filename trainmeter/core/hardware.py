@@ -43,13 +43,14 @@ _NO_GPU = {  # why a mean is missing when no GPU was sampled
 }
 
 
-def gpu_means(hardware: dict[str, Any] | None) -> dict[str, Any]:
+def gpu_means(hardware: dict[str, Any] | None, is_open: bool = True) -> dict[str, Any]:
     """The snapshot's ``gpu_mean``: each of ``MEAN_FIELDS`` averaged over the GPUs of
     ``hardware`` (the snapshot's) that have it, a lost GPU's last figure included; GPU-Util
     (fraction), OFU (fraction, a counter: beside MFU, never in its place) and observed FLOP/s
     per GPU. A field no GPU has is None with its reason in ``missing``: the first GPU's own
     reason for it (printable ASCII, at most ``MAX_REASON`` characters), else "not measured
-    yet" (and what it needs, when no GPU was sampled). Formula: ``sum(values) / len(values)``."""
+    yet" (and what it needs, when no GPU was sampled); a run that has ended (``is_open``
+    False) says "not measured", never "yet". Formula: ``sum(values) / len(values)``."""
     gpus = [g for g in (hardware or {}).get("gpus") or [] if isinstance(g, dict)]
     out: dict[str, Any] = {}
     missing: dict[str, str] = {}
@@ -64,7 +65,8 @@ def gpu_means(hardware: dict[str, Any] | None) -> dict[str, Any]:
             if why:
                 missing[field] = _clip(why, MAX_REASON)
             else:
-                missing[field] = "not measured yet" if gpus else _NO_GPU[field]
+                why = "not measured yet" if gpus else _NO_GPU[field]
+                missing[field] = why if is_open else why.replace("not measured yet", "not measured")
     out["missing"] = missing
     return out
 

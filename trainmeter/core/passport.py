@@ -24,6 +24,7 @@ import math
 import time
 from typing import Any
 
+from trainmeter.core import reasons
 from trainmeter.core.flops import CONVENTIONS, DEFAULT_CONVENTION
 
 PASSPORT_VERSION = 1  # the passport's own schema; bumped when a key changes meaning
@@ -90,12 +91,48 @@ def build(snap: dict[str, Any], *, version: str | None = None) -> dict[str, Any]
         snap.get("samples_per_s_avg"), why, "samples_per_s_avg", no_samples
     )
     out["ranks"] = _ranks(snap)
+    out["time_split"] = _known(_dict(snap.get("time_split")) or None, why, "time_split",
+                               "not in the snapshot")  # fmt: skip
+    out["time_share"] = _dict(snap.get("time_share")) or None
     if isinstance(snap.get("process"), dict):  # tm attach: no agent was ever inside
         agent = (WHY_NO_MODEL, WHY_NO_TIMED_STEP, WHY_NO_SAMPLES)
-        why = {k: WHY_ATTACHED if v in agent or k == "hfu_counted.value" else v
+        facts = reasons.facts_of(snap)  # the core's words (core/reasons.py)
+        attached = reasons.attach_reason(facts.attached, facts.open)
+        why = {k: attached if v in agent or k == "hfu_counted.value" else v
                for k, v in why.items()}  # fmt: skip
-    out["unknown"] = why
+    said = snap.get("reasons")  # the core's; a snapshot without them gets them worked out
+    said = said if isinstance(said, dict) else reasons.reasons(snap, reasons.facts_of(snap))
+    out["unknown"] = _core_reasons(why, said, out["convention"])
     out["notes"] = [str(n) for n in snap.get("notes") or []]
+    return out
+
+
+def _reason_key(key: str, conv: str) -> str | None:
+    """The snapshot's ``reasons`` key (core/reasons.py) for a passport ``unknown`` key."""
+    head, _, c = key.rpartition(".")
+    if head in ("flops_per_token", "flops_spent"):
+        return f"{head}/{c}"
+    if head == "mfu.by_convention":
+        return f"mfu_avg/{c}"
+    if key == "mfu.value":
+        return f"mfu_avg/{conv}"
+    return _REASON_OF.get(key)
+
+
+_REASON_OF = {"model": "model", "dtype": "dtype", "peak": "peak", "hardware.device": "device",
+              "gpu_hours": "gpu_hours", "energy_j": "energy_j", "energy_kwh": "energy_j",
+              "tokens_per_s_avg": "tokens_per_s_avg", "time_split": "time_split",
+              "flops_per_token_counted": "flops_per_token_counted", "ended": "ended",
+              "wall_s": "ended"}  # fmt: skip
+
+
+def _core_reasons(why: dict[str, str], said: dict[str, Any], conv: str) -> dict[str, str]:
+    """``why`` with each reason the core gave for the same figure (the snapshot's
+    ``reasons``, which every surface shows as written) in place of the passport's own."""
+    out = {}
+    for key, reason in why.items():
+        core = said.get(_reason_key(key, conv) or "")
+        out[key] = core if isinstance(core, str) and core else reason
     return out
 
 
@@ -255,11 +292,13 @@ def _flops(snap: dict, why: dict[str, str]) -> dict[str, Any]:
 
 
 def _device_name(snap: dict) -> str | None:
-    """The device as a person names it, in the dashboard's order (js/derive.js ``deviceLine``):
-    the model's NVML name, the sampler's first GPU, the peak's device, the model's device; a
-    declared peak's "unknown" device is skipped."""
+    """The device as a person names it: the model's NVML name, the sampler's first GPU, the
+    peak's device, the model's device; a declared peak's "unknown" device is skipped, and so
+    are a demonstration's fake GPUs (the run trained on the model's own device)."""
     m, peak = _dict(snap.get("model")), _dict(snap.get("peak"))
     gpus = [g for g in _dict(snap.get("hardware")).get("gpus") or [] if isinstance(g, dict)]
+    if snap.get("demonstration"):
+        gpus, peak = [], {}
     named = [
         m.get("device_name"),
         gpus[0].get("name") if gpus else None,
@@ -278,11 +317,17 @@ def _hardware(snap: dict, why: dict[str, str]) -> dict[str, Any]:
     # a merged run's GPUs each name their node (tm merge); a node's own run: null
     nodes = [g.get("node") if isinstance(g.get("node"), str) else None for g in sampled]
     unnamed = "the agent and the GPU sampler named no device"
+    demo = _dict(snap.get("demonstration"))
     device = _known(_device_name(snap), why, "hardware.device", unnamed)
+    # the run's own device with its count, as the engine says it (``device_text``; never a fake
+    # GPU's): what the dashboard's header and passport show
+    text = snap.get("device_text")
+    if text is None and device and "device_text" not in snap:  # a snapshot written by hand
+        text = f"{gpus} × {device}" if isinstance(gpus, int) and gpus > 1 else device
     no_gpus = (
         "no GPUs counted: the run trained on "
         f"{device or 'no known device'} and no peak was declared"
-    )
+    )  # the core's reason replaces it (_core_reasons)
     gpu_hours = _known(
         snap.get("gpu_hours"),
         why,
@@ -298,6 +343,7 @@ def _hardware(snap: dict, why: dict[str, str]) -> dict[str, Any]:
             f"not measured: it comes from the GPUs' NVML energy counter; {source}"
         )
     dtype = snap.get("dtype") or _dict(snap.get("model")).get("run_dtype")
+    run_dtype = _dict(snap.get("model")).get("run_dtype") or dtype  # the agent's own
     peak = snap.get("peak")
     if peak is None:
         why["peak"] = _peak_why(snap, device)
@@ -312,8 +358,11 @@ def _hardware(snap: dict, why: dict[str, str]) -> dict[str, Any]:
             "devices": devices,
             "device_nodes": nodes if any(n is not None for n in nodes) else None,
             "backend": hw.get("backend"),
+            "text": text,
+            "demonstration": demo.get("text"),  # fake GPUs: "demonstration: 2 × fake H100"
         },
         "dtype": _known(dtype, why, "dtype", "not seen by the agent; declare it with --dtype"),
+        "run_dtype": run_dtype,
         "peak": {k: peak.get(k) for k in ("flops", "dtype", "device", "source", "citation")}
         if isinstance(peak, dict)
         else None,

@@ -12,6 +12,7 @@ from typing import Any
 
 from trainmeter.core import passport
 from trainmeter.core.passport import J_PER_KWH, finite_number
+from trainmeter.core.reasons import split, tagged
 from trainmeter.core.units import format_duration, format_si
 
 
@@ -30,7 +31,7 @@ def markdown(p: dict[str, Any]) -> str:
 
     rows = [
         ("run", f"{run.get('name') or '?'} (`{run.get('id') or '?'}`)"),
-        ("exit state", _state(run)),
+        ("state", _state(run)),
         ("model", _model_md(p.get("model"), why)),
         ("parameters", _params_md(p.get("model"), why)),
         ("tokens", _tokens_md(p, why)),
@@ -46,11 +47,12 @@ def markdown(p: dict[str, Any]) -> str:
         ("GPU-hours", fig("gpu_hours", lambda v: f"{v:.4g} GPU·h")),
         ("energy", fig("energy_j", _energy_md)),
         ("hardware", _hardware_md(p, why)),
-        ("dtype", fig("dtype", str)),
+        ("dtype", fig("dtype", lambda v: dtype_text(p.get("run_dtype"), v))),
         ("peak", _peak_md(p.get("peak"), why)),
         ("started", fig("started", str)),
         ("ended", fig("ended", str)),
         ("duration", _duration_md(p)),
+        ("where the time goes", _split_md(p, why)),
         ("trainmeter", _version_md(p, why)),
     ]  # fmt: skip
     lines = [f"# Run passport: {_cell(title)}", "", "| figure | value |", "|---|---|"]
@@ -63,7 +65,7 @@ def markdown(p: dict[str, Any]) -> str:
 
 
 MAX_RANK_ROWS = 64  # ranks listed one per row in the Markdown (the rest are counted)
-_SPLIT_MD = ("compute", "data", "checkpoint", "eval", "wait", "other")
+_SPLIT_MD = ("compute", "data", "checkpoint", "eval", "wait", "startup", "other")
 
 
 def _ranks_md(ranks: Any) -> list[str]:
@@ -120,7 +122,42 @@ def _cell(text: Any) -> str:
 
 
 def _unknown(why: dict, key: str) -> str:
-    return f"unknown ({why.get(key, 'not recorded')})"
+    """The reason, as the core wrote it when it has a headline ("not measured: ..."), else
+    "unknown (why)"."""
+    reason = why.get(key, "not recorded")
+    return reason if split(reason)[1] else f"unknown ({reason})"
+
+
+def _tagged(reason: str, convs: str) -> str:
+    """A missing figure of one or more conventions: "n/a [titan] (titan needs ...)"."""
+    return tagged(reason, convs) if split(reason)[1] else f"unknown [{convs}] ({reason})"
+
+
+# time_split's buckets and their names on the dashboard (js/derive.js SPLIT): they add up to
+# the elapsed time
+SPLIT_NAMES = (("compute", "compute"), ("data", "data wait"), ("checkpoint", "checkpoint"),
+               ("eval", "eval"), ("startup", "start-up"), ("other", "other"))  # fmt: skip
+
+
+def _split_md(p: dict, why: dict) -> str:
+    """Rank 0's time per bucket, as its share and seconds: "compute 31.4% (5.97 s) · ..."."""
+    split, share = p.get("time_split"), p.get("time_share") or {}
+    if not isinstance(split, dict):
+        return _unknown(why, "time_split")
+    parts = []
+    for key, name in SPLIT_NAMES:
+        v, f = split.get(key), share.get(key)
+        if finite_number(v) and finite_number(f):
+            parts.append(f"{name} {_pct(f)} ({_secs(v)})")
+    return " · ".join(parts) + " of the run's time (rank 0)"
+
+
+def dtype_text(run_dtype: Any, dtype: Any) -> str:
+    """The run's dtype as the agent saw it, and the one its peak is read for when that differs
+    (``--dtype``): "fp32 (the peak is read for bf16: --dtype)"."""
+    if run_dtype and dtype and run_dtype != dtype:
+        return f"{run_dtype} (the peak is read for {dtype}: --dtype)"
+    return str(dtype or run_dtype)
 
 
 def _or(value: Any, why: dict, key: str, fmt) -> str:
@@ -178,7 +215,7 @@ def _by_conv(vals: dict, conv: Any, key: str, fmt, why: dict) -> str:
             unknown.setdefault(why.get(f"{key}.{c}", "not recorded"), []).append(c)
         else:
             parts.append(f"{fmt(vals[c])} [{c}]")
-    parts += [f"unknown [{', '.join(cs)}] ({r})" for r, cs in unknown.items()]
+    parts += [_tagged(r, ", ".join(cs)) for r, cs in unknown.items()]
     return " · ".join(parts)
 
 
@@ -198,7 +235,7 @@ def _mfu_md(p: dict, why: dict) -> str:
     mfu = p.get("mfu") or {}
     by = mfu.get("by_convention") or {}
     if all(v is None for v in by.values()):
-        return _unknown(why, "mfu.value") + f" [{mfu.get('convention')}]"
+        return _tagged(why.get("mfu.value", "not recorded"), str(mfu.get("convention")))
     row = _by_conv(by, mfu.get("convention"), "mfu.by_convention", _pct, why)
     return row + " · run averages"
 
@@ -261,15 +298,20 @@ def _energy_md(j: float) -> str:
 
 
 def _hardware_md(p: dict, why: dict) -> str:
+    """The run's own device with its count ("2 × NVIDIA H100 80GB HBM3", "cpu (0 GPUs
+    counted)"), a demonstration's fake GPUs, the counters' backend, a merged run's GPUs by node
+    (js/derive.js ``hardwareText`` says the same)."""
     hw = p.get("hardware") or {}
-    if hw.get("device") is None:
+    parts = []
+    if hw.get("text"):
+        parts.append(f"{hw['text']}{' (0 GPUs counted)' if hw.get('count') == 0 else ''}")
+    if hw.get("demonstration"):  # fake GPUs: "demonstration: 2 × fake H100"
+        parts.append(f"{hw['demonstration']}, not a measurement")
+    if not parts:
         return _unknown(why, "hardware.device")
-    n = hw.get("count")
-    text = f"{n} × {hw['device']}" if isinstance(n, int) and n > 1 else str(hw["device"])
-    if n == 0:
-        text += " (0 GPUs counted)"
     if hw.get("backend"):
-        text += f" · counters: {hw['backend']}"
+        parts.append(f"counters: {hw['backend']}")
+    text = " · ".join(parts)
     nodes = hw.get("device_nodes")
     if isinstance(nodes, list) and any(isinstance(n, str) for n in nodes):
         per = {}  # a merged run: its GPUs per node, in the order listed

@@ -29,9 +29,11 @@ LAG_EVALS = 5  # ... flagged after this many consecutive slow evaluations
 JOIN_STEPS = 64  # step numbers of a group kept open for the ranks' records
 INTERVALS = 20  # a rank's recent step intervals (the job's step time: their lower median)
 BUCKETS = ("compute", "data", "checkpoint", "eval")  # a cause is one of these
-# a rank's step time, bucket by bucket: its split less "other" (time outside steps, which
-# start-up dwarfs): the buckets of ``rank_time_share``
+# a rank's step time, bucket by bucket: its split less "startup" and "other" (time outside
+# steps): the buckets of ``rank_time_share``
 STEP_BUCKETS = (*BUCKETS, "wait")
+# every bucket of a rank's split: they add up to the run's elapsed time
+SPLIT_BUCKETS = (*STEP_BUCKETS, "startup", "other")
 MAX_DETAIL = 64  # ranks the per-rank snapshot keys carry (the flagged first): a bounded update
 MAX_EXCESS_S = 1e6  # a cause's excess per step is said up to this (a bounded text)
 _CAUSE = {
@@ -46,9 +48,10 @@ _CAUSE = {
 class _Rank:
     """One rank's state: step intervals, spans per kind, lag window, flag."""
 
-    __slots__ = ("costs", "first_t", "flagged", "group", "inside_s", "lags", "last_t",
-                 "over", "pending_s", "recent", "recent_s", "recent_steps", "span_s",
-                 "spans_seen", "steps", "steps_timed", "timed_s", "wait_s")  # fmt: skip
+    __slots__ = ("before_s", "costs", "first_t", "flagged", "group", "inside_s", "lags",
+                 "last_t", "over", "pending_s", "pre_s", "recent", "recent_s", "recent_steps",
+                 "span_s", "spans_seen", "start_t", "steps", "steps_timed", "timed_s",
+                 "wait_s")  # fmt: skip
 
     def __init__(self, group: str) -> None:
         self.group = group
@@ -69,6 +72,11 @@ class _Rank:
         self.wait_s = 0.0  # waited for later ranks, summed over synchronous steps
         self.over = 0  # consecutive slow evaluations
         self.flagged = False
+        # start-up (docs/spec.md "Time spans"): the run's first step of this rank, the time
+        # inside segments before it, and its data, checkpoint and eval spans before it
+        self.start_t: float | None = None
+        self.before_s: float | None = None
+        self.pre_s = 0.0
 
     def step_time_s(self) -> float | None:
         """Mean seconds per step over its recent intervals (s over the steps they cover)."""
@@ -101,6 +109,13 @@ class Ranks:
         self._agents_seen = -1  # len(agents) when the groups were last decided
         self._groups_of: dict[int, str] = {}  # rank -> group, from the agents' hellos
         self._expected: dict[str, int] = {}  # group -> ranks its hellos name
+        self._segment: tuple[float | None, float] = (None, 0.0)  # (open one's start, closed s)
+
+    def on_segment(self, t0: float | None, closed_s: float) -> None:
+        """A segment opened at ``t0`` (None: the open one closed), after ``closed_s`` seconds
+        in closed segments: where each rank's start-up ends is the time inside segments before
+        its first step (docs/spec.md "Time spans")."""
+        self._segment = (t0, closed_s)
 
     # -- records in ---------------------------------------------------------------------------
     def on_step(self, rank: int, step: int, t: float, arr, dt: float | None, first: bool,
@@ -117,6 +132,9 @@ class Ranks:
         r.steps += steps
         if first:
             r.first_t, r.pending_s = t, 0.0  # spans before it are never inside an interval
+            if r.start_t is None:  # the run's first step of this rank: its start-up ends
+                t0, closed = self._segment
+                r.start_t, r.before_s = t, closed + (max(0.0, t - t0) if t0 is not None else 0.0)
         if dt is not None:
             if len(r.recent) == r.recent.maxlen:
                 old_dt, old_steps = r.recent[0]
@@ -147,6 +165,8 @@ class Ranks:
         r.spans_seen = True
         r.span_s[kind] += dur
         if kind == "warmup" or r.first_t is None or start < r.first_t:
+            if kind != "warmup" and (r.start_t is None or start < r.start_t):
+                r.pre_s += dur  # before the run's first step: not start-up (its own bucket)
             return
         if r.last_t is not None and start + dur <= r.last_t:
             r.inside_s += dur
@@ -302,17 +322,20 @@ class Ranks:
         return {b: lower_median(sorted(p[b] for p in rows)) for b in BUCKETS}
 
     def split(self, r: _Rank, elapsed: float) -> dict[str, float] | None:
-        """Seconds of the rank per bucket: spans per kind; ``wait`` for later ranks at
-        synchronous steps; ``compute`` its timed step intervals less the spans inside them and
-        the wait; ``other`` the rest of ``elapsed`` (at least 0). None before its first span."""
+        """Seconds of the rank per bucket (``SPLIT_BUCKETS``): spans per kind; ``wait`` for
+        later ranks at synchronous steps; ``compute`` its timed step intervals less the spans
+        inside them and the wait; ``startup`` (:func:`startup_s`); ``other`` the rest of
+        ``elapsed`` (at least 0). None before its first span."""
         if not r.spans_seen:
             return None
         s = r.span_s
         wait = min(r.wait_s, max(0.0, r.timed_s - r.inside_s))
         compute = max(0.0, r.timed_s - r.inside_s - wait)
         busy = compute + wait + s["data"] + s["checkpoint"] + s["eval"]
+        startup = startup_s(r, elapsed, busy)
         return {"compute": compute, "data": s["data"], "checkpoint": s["checkpoint"],
-                "eval": s["eval"], "wait": wait, "other": max(0.0, elapsed - busy)}  # fmt: skip
+                "eval": s["eval"], "wait": wait, "startup": startup,
+                "other": max(0.0, elapsed - busy - startup)}  # fmt: skip
 
     def per_step(self, r: _Rank) -> dict[str, float] | None:
         """The rank's seconds per step in each of ``BUCKETS``: ``compute`` per timed step,
@@ -359,6 +382,17 @@ def over_fastest(step_times: dict[str, float | None]) -> dict[str, float | None]
 def _or_none(by_rank: dict) -> dict | None:
     """``by_rank``, or None when it holds no figure."""
     return by_rank if any(v is not None for v in by_rank.values()) else None
+
+
+def startup_s(r: _Rank, elapsed: float, busy: float) -> float:
+    """A rank's start-up (s): the time inside segments before its first step (all of
+    ``elapsed`` before one), less its data, checkpoint and eval spans before that step and its
+    warm-up span (first training forward to first step, counted in ``other``): the imports,
+    data and model build before the first training forward. At most ``elapsed - busy``, so
+    the buckets add up to ``elapsed``; at least 0."""
+    before = elapsed if r.before_s is None else min(r.before_s, elapsed)
+    own = before - r.pre_s - r.span_s["warmup"]
+    return max(0.0, min(own, elapsed - busy))
 
 
 def _rule_name(by_lag: bool, by_interval: bool) -> str:

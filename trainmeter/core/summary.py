@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter.core.drops import drop_text
+from trainmeter.core.reasons import tagged
 from trainmeter.core.units import format_duration, format_si
 
 
@@ -41,7 +42,7 @@ def summary_line(snap: dict[str, Any]) -> str:
             f"{format_si(snap.get('tokens'), 'tokens')}",
             f"{format_si(snap.get('tokens_per_s_avg'), 'tokens/s')}",
             samples_text(snap),
-            f"{format_si(fpt, 'FLOP/token')} [{conv}]",
+            fpt_text(snap, conv, fpt),
         ]
     mfu = (snap.get("mfu_avg") or {}).get(conv)
     hfu = (snap.get("hfu_counted") or {}).get("avg")
@@ -49,7 +50,19 @@ def summary_line(snap: dict[str, Any]) -> str:
         parts.append(f"MFU {percent_text(mfu)} [{conv}]")
     if isinstance(hfu, (int, float)):  # executed FLOPs: beside MFU, never called MFU
         parts.append(f"HFU {percent_text(hfu)} [counted]")
+    demo = snap.get("demonstration")
+    if isinstance(demo, dict) and demo.get("text"):  # fake GPUs: "demonstration: 2 × fake H100"
+        parts.append(str(demo["text"]))
     return " · ".join([*parts, *_tail(snap, run)])
+
+
+def fpt_text(snap: dict[str, Any], conv: str, fpt: Any) -> str:
+    """FLOPs per token under ``conv``: "5.83 MFLOP/token [titan]", or the core's reason for
+    its absence as the passport writes it: "n/a [titan] (titan needs layers, heads, ...)"."""
+    why = (snap.get("reasons") or {}).get(f"flops_per_token/{conv}")
+    if fpt is None and isinstance(why, str) and why:
+        return tagged(why, conv)
+    return f"{format_si(fpt, 'FLOP/token')} [{conv}]"
 
 
 def percent_text(fraction: float) -> str:

@@ -77,7 +77,8 @@ HOST_FIELDS = {  # hardware["host"] field -> (name stem, help)
     "mem_total_bytes": ("host_memory_total", "host memory"),
     "rss_bytes": ("training_resident_memory", "resident memory of the training processes"),
 }
-TIME_BUCKETS = ("compute", "data", "checkpoint", "eval", "other")  # they add up to elapsed_s
+# they add up to elapsed_s (startup: before the first step: imports, data, model build)
+TIME_BUCKETS = ("compute", "data", "checkpoint", "eval", "startup", "other")
 
 
 def parse_address(text: str) -> tuple[str, int]:
