@@ -88,6 +88,13 @@ function yAxisSize(u, values, axisIdx, cycleNum) {
   return Math.max(Y_AXIS_MIN, Math.ceil(text + (axis.ticks?.size ?? 4) + (axis.gap ?? 5) + 4));
 }
 
+/** Whether series `si` has exactly one value (uPlot's points.show: its only point as a dot). */
+function lonePoint(u, si) {
+  let n = 0;
+  for (const y of u.data[si]) if (y !== null && y !== undefined && ++n > 1) return false;
+  return n === 1;
+}
+
 /** The unit of a time axis now: from its scale's span (ticks.js timeUnit). */
 const unitOf = (u) => timeUnit((u.scales.x.max ?? 0) - (u.scales.x.min ?? 0));
 
@@ -175,7 +182,8 @@ export function createChart(container, { series, theme, onCursor, height = chart
         dash: s.dash,
         alpha: s.alpha ?? 1,
         spanGaps: true,
-        points: s.points ? { show: true, size: 5, width: 1, fill: () => t.series[s.color % t.series.length] } : { show: false },
+        // A line of one point draws nothing: that point is drawn as a dot.
+        points: { show: s.points ? true : lonePoint, size: 5, width: 1, fill: () => t.series[s.color % t.series.length] },
       })),
     ],
     hooks: onCursor ? { setCursor: [(u) => onCursor(u.cursor.idx ?? null)] } : {},

@@ -152,7 +152,7 @@ def shoot(chromium: str, pages: list[dict]) -> list[str]:
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=1800,
             check=False,
         )
     finally:
