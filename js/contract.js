@@ -111,7 +111,17 @@
  */
 
 /**
+ * A run on a fake GPU backend (core/reasons.py `demonstration`): the core's words for it.
+ * @typedef {object} Demonstration
+ * @property {string} [backend] "fake:h100x2"
+ * @property {number} [gpus] the fake GPUs
+ * @property {string} [text] "demonstration: 2 × fake H100" (the header's and passport's line)
+ * @property {string} [banner] "demonstration, not a measurement: ..." (on each panel of its figures)
+ */
+
+/**
  * @typedef {object} HardwareInfo
+ * @property {string} [backend] "nvml", "none", "fake:h100x2", ...
  * @property {GpuSample[]} [gpus]
  * @property {{cpu_util?: number, mem_used_bytes?: number, mem_total_bytes?: number,
  *   rss_bytes?: number}} [host]
@@ -197,6 +207,10 @@
  *   role?: string, superseded?: boolean}>} [series] the last value of each reported series
  * @property {Record<string, any> | null} [process] `tm attach`: the watched process's facts
  * @property {string[]} [notes]
+ * @property {Record<string, string>} [reasons] why each missing figure is missing, the core's words
+ *   ("n/a: titan needs ..."), keyed by snapshot key or "<key>/<convention>" (core/reasons.py)
+ * @property {string | null} [device_text] the run's own device ("2 × NVIDIA H100 80GB HBM3", "cpu")
+ * @property {Demonstration | null} [demonstration] fake GPUs: a demonstration, not a measurement
  */
 
 /**

@@ -1,6 +1,8 @@
 // Pure functions that turn a snapshot (docs/spec.md "Snapshot") into what the panels show. No DOM
 // here, so node --test covers them. A figure the snapshot does not hold is never guessed: it comes
-// back as {value: null, why: "plain reason"}, and the panel prints the reason, never a zero.
+// back as {value: null, why: "plain reason"}, and the panel prints the reason, never a zero. The
+// reason is the core's (the snapshot's `reasons`, trainmeter/core/reasons.py), shown as written:
+// the page, the widget, `tm passport` and the summary line say the same words.
 // Nothing here derives a figure from other figures: shares, ratios, means and fractions are the
 // engine's snapshot keys (trainmeter/core/engine.py), read as given. The one exception is the
 // view-time overlay (costOverlay): dollars at a price typed into this view, which must never
@@ -35,6 +37,51 @@ export function splitReason(why) {
 export const known = (value) => ({ value, why: "" });
 export const missing = (why) => ({ value: null, why });
 
+/**
+ * The core's reason a figure is missing (`reasons[key]`: "n/a: titan needs layers, heads, which
+ * the model record lacks"), as written; "" when it gave none.
+ * @param {Snapshot} snap
+ * @param {string} key a key of docs/spec.md "Why a figure is missing" ("model", "mfu/titan", ...)
+ */
+export function reasonOf(snap, key) {
+  return isObj(snap.reasons) ? str(snap.reasons[key]) : "";
+}
+
+/** The core's reason, or "not measured yet" for a snapshot that carries none (an empty one). */
+const reason = (snap, key) => reasonOf(snap, key) || NOT_MEASURED;
+
+/**
+ * A figure of the snapshot as the panels show it: {value, why}, the value as given, or null and
+ * the core's reason. `conv` names the convention of a by-convention key ("flops_spent", "mfu",
+ * "flops_per_token", "mfu_avg", "model_flops_per_s_per_gpu": its reason is "<key>/<conv>").
+ * @param {Snapshot} snap
+ * @param {string} key
+ * @param {string} [conv]
+ */
+export function figure(snap, key, conv) {
+  const value = conv ? byConv(snap, key, conv) : isNum(snap[key]) ? snap[key] : null;
+  return value !== null ? known(value) : missing(reason(snap, conv ? `${key}/${conv}` : key));
+}
+
+/**
+ * A run on a fake GPU backend (a demonstration): {text, banner}, the core's words ("demonstration:
+ * 2 × fake H100"; "demonstration, not a measurement: ..."), or null for a real run.
+ * @param {Snapshot} snap
+ */
+export function demonstration(snap) {
+  const d = isObj(snap.demonstration) ? snap.demonstration : null;
+  return d && str(d.text) ? { text: d.text, banner: str(d.banner) || d.text } : null;
+}
+
+/**
+ * A missing figure of one convention as `tm passport` and the summary line write it:
+ * "n/a [titan] (titan needs ...)" (core/reasons.py `tagged`).
+ */
+export function tagged(why, conv) {
+  const [head, ...rest] = splitReason(why);
+  return rest.length ? `${head} [${conv}] (${rest.join(": ")})` : `${head} [${conv}]`;
+}
+
 /** Known conventions in a fixed order, then any others alphabetically. */
 export function sortConventions(names) {
   const known = CONVENTIONS.filter((n) => names.includes(n));
@@ -66,28 +113,6 @@ export function shownConvention(snap, picked) {
 export function byConv(snap, key, conv) {
   const table = snap[key];
   return isObj(table) && isNum(table[conv]) ? table[conv] : null;
-}
-
-/**
- * Why convention `conv` has no FLOPs per token: the fields the model record lacks, from the
- * snapshot's flops_per_token_missing (core/flops.py missing_fields), in the passport's words
- * (core/passport.py why_missing): "megatron needs ffn, which the model record lacks"; "" when
- * the snapshot lists none.
- * @param {Snapshot} snap
- */
-export function fptMissingWhy(snap, conv) {
-  const table = isObj(snap.flops_per_token_missing) ? snap.flops_per_token_missing : {};
-  const fields = Array.isArray(table[conv]) ? table[conv].filter((f) => typeof f === "string" && f) : [];
-  return fields.length ? `${conv} needs ${fields.join(", ")}, which the model record lacks` : "";
-}
-
-/**
- * "no MFU: <why>" for a convention without FLOPs per token.
- * @param {Snapshot} snap
- */
-function noFptWhy(snap, conv) {
-  const why = fptMissingWhy(snap, conv);
-  return why ? `no MFU: ${why}` : `no MFU: no FLOPs per token under ${conv || "a convention"} yet`;
 }
 
 /** The first note that explains a missing figure, e.g. "no MFU: no dense peak is known for cpu". */
@@ -142,10 +167,8 @@ export function mfuOverTime(series, conv) {
  * @param {Snapshot} snap
  */
 export function mfuChartWhy(snap, conv) {
-  if (!isObj(snap.peak) || !isNum(snap.peak.flops)) {
-    return noteAbout(snap.notes, /mfu|peak/i) || "no MFU: no dense peak is known for this device; declare one with --peak";
-  }
-  if (byConv(snap, "flops_per_token", conv) === null) return noFptWhy(snap, conv);
+  const noPeak = !isObj(snap.peak) || !isNum(snap.peak.flops);
+  if (noPeak || byConv(snap, "flops_per_token", conv) === null) return reason(snap, `mfu/${conv}`);
   return "";
 }
 
@@ -156,11 +179,7 @@ export function mfuChartWhy(snap, conv) {
 export function mfuFigure(snap, conv) {
   const v = byConv(snap, "mfu", conv);
   if (v !== null && isObj(snap.peak)) return known(v);
-  if (!isObj(snap.peak)) {
-    return missing(noteAbout(snap.notes, /mfu|peak/i) || "no MFU: no dense peak is known for this device; declare one with --peak");
-  }
-  if (byConv(snap, "flops_per_token", conv) === null) return missing(noFptWhy(snap, conv));
-  return missing("no MFU: measuring throughput");
+  return missing(reason(snap, `mfu/${conv}`));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -175,12 +194,12 @@ export function parsePrice(text) {
 }
 
 /**
- * Why a run has no GPU-hours (hence no dollars).
+ * Why a run has no GPU-hours (hence no dollars): the core's reason less its headline.
  * @param {Snapshot} snap
  */
 function gpuHoursWhy(snap) {
-  if (snap.gpus === 0) return "this run counts no GPUs (CPU, no declared peak), so no GPU-hours";
-  return `GPU-hours ${NOT_MEASURED}`;
+  const [head, ...why] = splitReason(reason(snap, "gpu_hours"));
+  return why.length ? why.join(": ") : head;
 }
 
 /**
@@ -205,9 +224,7 @@ export function costOverlay(price, snap) {
   else if (!isNum(snap.gpu_hours)) toFinish = missing(`no dollars: ${gpuHoursWhy(snap)}`);
   else toFinish = missing(`no dollars to finish: ${etaWhy(snap)}`);
 
-  const kwhFig = isNum(snap.energy_j)
-    ? known(snap.energy_j / 3.6e6)
-    : missing(`energy ${NOT_MEASURED}: it comes from the GPUs' NVML energy counter`);
+  const kwhFig = isNum(snap.energy_j) ? known(snap.energy_j / 3.6e6) : missing(reason(snap, "energy_j"));
   return { spent, toFinish, kwh: kwhFig };
 }
 
@@ -220,15 +237,12 @@ export function stateText(run) {
 }
 
 /**
- * Why there is no ETA.
+ * Why there is no ETA: the core's reason less its "no ETA" headline ("no budget declared (...)").
  * @param {Snapshot} snap
  */
 export function etaWhy(snap) {
-  const state = isObj(snap.run) ? str(snap.run.state) : "";
-  if (!isNum(snap.budget_tokens) && !isNum(snap.budget_flops)) return "no budget declared";
-  if (["finished", "failed", "interrupted", "ended"].includes(state)) return `the run has ${state === "failed" ? "failed" : state === "interrupted" ? "been interrupted" : state === "ended" ? "ended" : "finished"}`;
-  if (isNum(snap.progress) && snap.progress >= 1) return "the budget is reached";
-  return "measuring throughput";
+  const [head, ...why] = splitReason(reason(snap, "eta_s"));
+  return why.length ? why.join(": ") : head;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,8 +364,7 @@ export function ofuFigure(snap) {
  * @param {Snapshot} snap
  */
 export function hardwareWhy(snap) {
-  const note = noteAbout(snap.notes, /hardware|sampler|nvml/i);
-  return note || `GPU and host counters: ${NOT_MEASURED}; the hardware sampler is not running on this run`;
+  return reason(snap, "hardware");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -362,6 +375,7 @@ export const SPLIT = [
   { key: "data", label: "data wait" },
   { key: "checkpoint", label: "checkpoint" },
   { key: "eval", label: "eval" },
+  { key: "startup", label: "start-up", title: "before the first step: imports, data, model build" },
   { key: "other", label: "other" },
 ];
 
@@ -389,7 +403,7 @@ export function stragglerSet(stragglers) {
 
 /**
  * One rank's buckets of step time, in the order drawn: compute, data wait, checkpoint, eval and
- * the wait for other ranks (its "other", time outside steps, is left out: start-up dwarfs it).
+ * the wait for other ranks (its start-up and "other", time outside steps, are left out).
  */
 export const RANK_SPLIT = [...SPLIT.slice(0, 4), { key: "wait", label: "waiting for other ranks" }];
 
@@ -445,16 +459,48 @@ export function paramCounts(snap) {
 }
 
 /**
- * The device the run trained on, as a person names it: "2 × NVIDIA H100 80GB HBM3", "cpu".
+ * The device the run trained on, as the core names it (`device_text`): "2 × NVIDIA H100 80GB
+ * HBM3", "cpu"; never a fake GPU's (`demonstration` names those); "" when nothing named one.
  * @param {Snapshot} snap
  */
 export function deviceLine(snap) {
+  return str(snap.device_text);
+}
+
+/**
+ * The run's own dtype (the agent's), and the one its peak is read for when that differs
+ * (`--dtype`): "fp32 (the peak is read for bf16: --dtype)", as `tm passport` writes it
+ * (core/passport_md.py `dtype_text`); "" when neither is known.
+ * @param {Snapshot} snap
+ */
+export function dtypeText(snap) {
   const m = isObj(snap.model) ? snap.model : {};
-  const hw = gpusOf(snap.hardware);
-  // A declared peak with no device names it "unknown": the model's own device ("cpu") says more.
-  const named = [m.device_name, hw.length ? hw[0].name : "", isObj(snap.peak) ? snap.peak.device : "", m.device];
-  const name = named.map(str).find((n) => n && n !== "unknown") || "";
-  if (!name) return "";
-  const n = isNum(snap.gpus) ? snap.gpus : isNum(m.gpus) ? m.gpus : null;
-  return n && n > 1 ? `${n} × ${name}` : name;
+  const peakDtype = str(snap.dtype);
+  const own = str(m.run_dtype) || peakDtype;
+  return own && peakDtype && own !== peakDtype ? `${own} (the peak is read for ${peakDtype}: --dtype)` : own;
+}
+
+/**
+ * The hardware as `tm passport` writes it (core/passport_md.py `_hardware_md`): the run's own
+ * device, "(0 GPUs counted)", a demonstration's fake GPUs, the counters' backend and a merged
+ * run's GPUs by node: "cpu · demonstration: 2 × fake H100, not a measurement · counters:
+ * fake:h100x2"; "" when neither a device nor fake GPUs are named.
+ * @param {Snapshot} snap
+ */
+export function hardwareText(snap) {
+  const device = deviceLine(snap);
+  const demo = demonstration(snap);
+  if (!device && !demo) return "";
+  const backend = isObj(snap.hardware) ? str(snap.hardware.backend) : "";
+  const gpus = isObj(snap.hardware) && Array.isArray(snap.hardware.gpus) ? snap.hardware.gpus : [];
+  const perNode = new Map(); // a merged run: its GPUs per node, in the order listed
+  for (const g of gpus) if (isObj(g) && str(g.node)) perNode.set(g.node, (perNode.get(g.node) || 0) + 1);
+  return [
+    device ? `${device}${snap.gpus === 0 ? " (0 GPUs counted)" : ""}` : "",
+    demo ? `${demo.text}, not a measurement` : "",
+    backend ? `counters: ${backend}` : "",
+    perNode.size ? `GPUs by node: ${[...perNode].map(([n, k]) => `${n} ${k}`).join(", ")}` : "",
+  ]
+    .filter(Boolean)
+    .join(" · ");
 }

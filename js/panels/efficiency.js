@@ -3,12 +3,14 @@
 // it, never in its place, FLOPs spent against FLOPs required, achieved model TFLOP/s per GPU, and
 // MFU over time: the engine's mfu/<convention> series, drawn as it is. Every FLOPs or MFU figure
 // carries its convention's name (the named-convention invariant). No MFU without a peak: the reason is shown instead.
+// A missing figure shows the core's reason (the snapshot's `reasons`), as `tm passport` does; a
+// run on fake GPUs carries the demonstration banner (its OFU and peak are the fake GPUs').
 
 import {
   byConv,
   CONVENTIONS,
+  figure,
   flopsRequired,
-  fptMissingWhy,
   isObj,
   mfuChartWhy,
   mfuFigure,
@@ -16,10 +18,10 @@ import {
   noteAbout,
   ofuFigure,
   NOT_MEASURED,
+  reasonOf,
   runConvention,
   shownConvention,
   sortConventions,
-  splitReason,
   str,
 } from "../derive.js";
 import { el, setText } from "../dom.js";
@@ -27,7 +29,7 @@ import { isNum, percent, si } from "../format.js";
 import { countedPerUnit, hfuFigure } from "../samples.js";
 import { createChartSlot } from "./chartslot.js";
 import { createFigure, showFigure } from "./figure.js";
-import { createPanel } from "./panel.js";
+import { createBanner, createPanel } from "./panel.js";
 
 /** @typedef {import("../contract.js").Panel} Panel */
 /** @typedef {import("../contract.js").Snapshot} Snapshot */
@@ -44,6 +46,7 @@ export const conventionOf = runConvention;
  */
 export function createEfficiency(view) {
   const panel = createPanel("efficiency", "efficiency");
+  const banner = createBanner();
 
   // The convention switch: changes what is shown large everywhere in this view, nothing else.
   const select = el("select", { class: "tm-select", testid: "tm-convention", "aria-label": "FLOPs convention" });
@@ -80,6 +83,7 @@ export function createEfficiency(view) {
   const chartBox = el("div", { class: "tm-mfu-chart" }, slot.title, slot.el);
 
   panel.body.append(
+    banner.el,
     controls,
     el("div", { class: "tm-eff-grid" }, mfu.el, fpt.el, spent.el, perGpu.el, ofu.el, hfu.el),
     chartBox,
@@ -131,6 +135,7 @@ export function createEfficiency(view) {
     update({ snap, store, historyChanged, viewChanged }) {
       const conv = shownConvention(snap, view.convention);
       const rc = runConvention(snap);
+      banner.update(snap);
       fillSelect(snap, conv);
       setText(runConv, rc && rc !== conv ? `the run reports in ${rc}` : "");
       const peak = isObj(snap.peak) ? snap.peak : null;
@@ -154,46 +159,30 @@ export function createEfficiency(view) {
 
       // FLOPs per token under the convention, the others beside, the executed count beside them.
       const table = isObj(snap.flops_per_token) ? snap.flops_per_token : {};
-      const f = byConv(snap, "flops_per_token", conv);
-      if (f !== null) fpt.set(si(f, "FLOP/token"), { tagText: conv });
-      else if (fptMissingWhy(snap, conv)) fpt.missing("n/a", fptMissingWhy(snap, conv));
-      else {
-        // the engine's note less its own "FLOPs/token: " headline, which the figure's label says
-        const [head, ...why] = splitReason(noteAbout(snap.notes, /flop|model|param/i) || "no model seen yet");
-        fpt.missing("not measured yet", why.length ? why.join(": ") : head);
-      }
+      const fptFig = figure(snap, "flops_per_token", conv);
+      const f = fptFig.value;
+      showFigure(fpt, fptFig, (v) => si(v, "FLOP/token"), { tagText: conv });
       others(fptOthers, table, conv, (v) => si(v, "FLOP"));
       setText(seqLine, f !== null ? seqLenText(snap) : "");
       setText(counted, countedText(snap));
       counted.classList.toggle("tm-unknown", countedPerUnit(snap) === null);
 
       // FLOPs spent against FLOPs required for the budget.
-      const done = byConv(snap, "flops_spent", conv);
       const need = flopsRequired(snap, conv);
       const budgetWhy = isNum(snap.budget_tokens) || isNum(snap.budget_flops) ? "" : "no budget declared";
-      showFigure(
-        spent,
-        done !== null ? { value: done } : { value: null, why: spentWhy(snap, conv, f) },
-        (v) => si(v, "FLOP"),
-        { tagText: conv, subText: need !== null ? `of ${si(need, "FLOP")} [${conv}] required for the budget` : budgetWhy },
-      );
+      showFigure(spent, figure(snap, "flops_spent", conv), (v) => si(v, "FLOP"), {
+        tagText: conv,
+        subText: need !== null ? `of ${si(need, "FLOP")} [${conv}] required for the budget` : budgetWhy,
+      });
       others(spentOthers, isObj(snap.flops_spent) ? snap.flops_spent : {}, conv, (v) => si(v, "FLOP"));
 
       // Achieved model FLOP/s per GPU (the numerator of MFU, per device).
-      const pg = byConv(snap, "model_flops_per_s_per_gpu", conv);
-      if (pg !== null) {
-        perGpu.set(si(pg, "FLOP/s"), {
-          tagText: conv,
-          subText: peak && isNum(peak.flops) ? `per GPU, of a ${si(peak.flops, "FLOP/s", 4)} dense peak` : "per GPU",
-        });
-      } else if (snap.gpus === 0) {
-        const total = byConv(snap, "model_flops_per_s", conv);
-        perGpu.missing("no GPUs", "this run counts no GPUs (CPU, no declared peak)", {
-          subText: total !== null ? `model FLOP/s of the whole run: ${si(total, "FLOP/s")} [${conv}]` : "",
-        });
-      }
-      else if (!isNum(snap.tokens_per_s)) perGpu.missing("not measured yet", "needs two timed steps");
-      else perGpu.missing("not measured yet", "model FLOP/s per GPU is not in this snapshot");
+      const total = byConv(snap, "model_flops_per_s", conv);
+      showFigure(perGpu, figure(snap, "model_flops_per_s_per_gpu", conv), (v) => si(v, "FLOP/s"), {
+        tagText: conv,
+        subText: peak && isNum(peak.flops) ? `per GPU, of a ${si(peak.flops, "FLOP/s", 4)} dense peak` : "per GPU",
+        missingSub: total !== null ? `model FLOP/s of the whole run: ${si(total, "FLOP/s")} [${conv}]` : "",
+      });
 
       const o = ofuFigure(snap);
       showFigure(ofu, o, percent, {
@@ -256,7 +245,7 @@ export function seqLenText(snap) {
 /** @param {Snapshot} snap */
 export function countedText(snap) {
   const per = countedPerUnit(snap); // per token, else per sample (a model fed no token ids)
-  if (per === null) return `[counted] executed FLOPs: ${NOT_MEASURED}`;
+  if (per === null) return `[counted] executed FLOPs: ${reasonOf(snap, "flops_per_token_counted") || NOT_MEASURED}`;
   const c = isObj(snap.flops_counted) ? snap.flops_counted : {};
   const at = isNum(c.step) ? ` (step ${c.step})` : "";
   const attention = ATTENTION_TEXT[c.attention] || "";
@@ -279,12 +268,3 @@ export function others(container, table, conv, fmt) {
   container.replaceChildren(...text.map((t) => el("span", { class: "tm-other", text: t })));
 }
 
-/**
- * Why FLOPs spent under `conv` is unknown: the fields the model lacks, or what is still to come.
- * @param {Snapshot} snap
- */
-function spentWhy(snap, conv, fpt) {
-  const lacks = fpt === null ? fptMissingWhy(snap, conv) : "";
-  if (lacks) return `n/a: ${lacks}`;
-  return `not measured yet: ${fpt === null ? "no FLOPs per token yet" : "no tokens counted yet"}`;
-}

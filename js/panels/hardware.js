@@ -5,12 +5,12 @@
 // place (the counters-beside invariant). A field the device cannot report says why ("not on this GPU: needs Hopper or
 // newer"), never a zero. With no sample at all, one plain line says the sampler is not running.
 
-import { gpuField, gpuMean, gpusOf, gpuTitle, hardwareWhy, isObj, LADDER, NOT_MEASURED, str } from "../derive.js";
+import { demonstration, gpuField, gpuMean, gpusOf, gpuTitle, hardwareWhy, isObj, LADDER, NOT_MEASURED, str } from "../derive.js";
 import { el, setReason, setText } from "../dom.js";
 import { bytes, isNum, kwh, NA, percent, si } from "../format.js";
 import { align } from "../state.js";
 import { createChartSlot } from "./chartslot.js";
-import { createPanel } from "./panel.js";
+import { createBanner, createPanel } from "./panel.js";
 
 /** @typedef {import("../contract.js").Panel} Panel */
 /** @typedef {import("../contract.js").PanelContext} PanelContext */
@@ -32,7 +32,8 @@ export function createHardware() {
       "Counters from the GPUs, shown beside MFU, never in its place. Arithmetic intensity is an average " +
       "over all kernels: on its own it does not make a run compute- or memory-bound.",
   });
-  panel.body.append(none, grid, host, caption);
+  const banner = createBanner(); // fake GPUs: a demonstration, said above their figures
+  panel.body.append(banner.el, none, grid, host, caption);
 
   let cards = [];
   let cardsKey = "";
@@ -40,6 +41,7 @@ export function createHardware() {
 
   /** @param {PanelContext} ctx */
   function update({ snap, store, historyChanged }) {
+    banner.update(snap);
     const hw = isObj(snap.hardware) ? snap.hardware : null;
     none.hidden = hw !== null;
     grid.hidden = host.hidden = caption.hidden = hw === null;
@@ -56,7 +58,8 @@ export function createHardware() {
       rebuild(gpus);
       historyChanged = true;
     }
-    gpus.forEach((g, i) => cards[i].update(g, store, historyChanged));
+    const fake = demonstration(snap) !== null; // a fake GPU's card says so in its title
+    gpus.forEach((g, i) => cards[i].update(g, store, historyChanged, fake));
     drawHost(host, hw.host);
     const util = gpuMean(snap, "gpu_util").value; // the engine's mean over the GPUs (gpu_mean)
     panel.summarize(
@@ -175,8 +178,8 @@ function createGpuCard(theme) {
 
   return {
     el: root,
-    update(gpu, store, historyChanged) {
-      setText(title, gpuTitle(gpu));
+    update(gpu, store, historyChanged, fake = false) {
+      setText(title, `${gpuTitle(gpu)}${fake ? " (fake)" : ""}`);
       for (const r of rows) {
         const item = gpuField(gpu, r.field);
         const known = item.value !== null;

@@ -1,8 +1,10 @@
-// Header: run name, state badge, step, elapsed time, and one line about the model; for a run that
-// `tm attach` watches from outside, a line of process facts and why loss, steps and FLOPs are missing.
+// Header: run name, state badge, step, elapsed time, and one line about the model with the run's
+// own dtype and device (the agent's, never a fake GPU's); on fake GPUs, a banner line naming them
+// a demonstration; for a run that `tm attach` watches from outside, a line of process facts and
+// why loss, steps and FLOPs are missing.
 
 import { el, setAttr, setText } from "../dom.js";
-import { deviceLine, isObj, noteAbout, stateText, str } from "../derive.js";
+import { demonstration, deviceLine, isObj, noteAbout, stateText, str } from "../derive.js";
 import { bytes, count, dateTime, duration, isNum, si } from "../format.js";
 
 // "ended": the log has no run_end (the supervisor stopped without a close); core/engine.py
@@ -17,6 +19,8 @@ export function createHeader() {
   const elapsed = el("span", { class: "tm-stat-value", testid: "tm-elapsed" });
   const segment = el("span", { class: "tm-stat", testid: "tm-segment" });
   const model = el("div", { class: "tm-model", testid: "tm-model" });
+  // fake GPUs: "demonstration: 2 × fake H100", a banner beside the run's own device
+  const demo = el("div", { class: "tm-banner tm-banner-line", testid: "tm-demo" });
   const process = el("div", { class: "tm-model", testid: "tm-process" });
   // the engine's note, said here at the top: it explains every empty figure below (the notes list
   // skips a note shown as a .tm-line)
@@ -37,6 +41,7 @@ export function createHeader() {
       ),
     ),
     model,
+    demo,
     process,
     noAgent,
   );
@@ -55,7 +60,11 @@ export function createHeader() {
       setText(step, count(snap.step));
       setText(elapsed, duration(snap.elapsed_s));
       setText(segment, isNum(run.segment) && run.segment > 1 ? `segment ${run.segment}` : "");
-      setText(model, modelLine(snap.model, deviceLine(snap), str(snap.dtype)));
+      setText(model, headerModelLine(snap));
+      const d = demonstration(snap);
+      setText(demo, d ? d.text : "");
+      setAttr(demo, "title", d ? d.banner : null);
+      demo.hidden = !d;
       setText(process, processLine(snap.process));
       const why = isObj(snap.process) ? noteAbout(snap.notes, /^no agent:/) : "";
       setText(noAgent, why);
@@ -64,8 +73,19 @@ export function createHeader() {
   };
 }
 
-/** "GPT · 820k params · 4 layers × 128 · seq 128 · float32 · cpu" from whatever is known. */
-/** `dtype`: the run's effective dtype (`--dtype`, else what the agent saw). */
+/**
+ * The header's model line: the model with the run's own dtype (the agent's `run_dtype`; the one
+ * `--dtype` declares for the peak only when the agent saw none) and its own device (the core's
+ * `device_text`: never a fake GPU's).
+ * @param {import("../contract.js").Snapshot} snap
+ */
+export function headerModelLine(snap) {
+  const m = isObj(snap.model) ? snap.model : null;
+  return modelLine(m, deviceLine(snap), (m && str(m.run_dtype)) || str(snap.dtype));
+}
+
+/** "GPT · 820k params · 4 layers × 128 · seq 128 · fp32 · cpu" from whatever is known. */
+/** `dtype`: the run's own dtype (the agent's). */
 export function modelLine(m, device = "", dtype = "") {
   if (!isObj(m)) return "";
   const parts = [];

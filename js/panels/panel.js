@@ -1,6 +1,7 @@
 // A dashboard panel: a <details> section (open by default) with a title line and a body. The
 // data-testid sits on the <details> element: tm-panel-<id>.
 
+import { demonstration } from "../derive.js";
 import { el, setText } from "../dom.js";
 
 export function createPanel(id, title, { open = true } = {}) {
@@ -48,4 +49,24 @@ export function createFacts(rows) {
     };
   }
   return { el: dl, row: out };
+}
+
+/**
+ * The demonstration banner: on a run whose GPU figures come from a scripted fake backend
+ * (`tm --gpu-backend fake:...`), the core's words ("demonstration, not a measurement: ...") at
+ * the top of each panel that shows them; hidden for a real run.
+ */
+export function createBanner() {
+  const root = el("div", { class: "tm-banner", testid: "tm-demo-banner", role: "note" });
+  root.hidden = true;
+  return {
+    el: root,
+    /** @param {import("../contract.js").Snapshot} snap */
+    update(snap) {
+      const d = demonstration(snap);
+      const text = d ? d.banner : "";
+      setText(root, text);
+      root.hidden = !text;
+    },
+  };
 }

@@ -1,30 +1,140 @@
 // Run passport: the model-card summary of the run so far (model, tokens, steps, FLOPs spent under
-// the convention shown in this view with the others beside, GPU-hours, energy, device, dtype, MFU
-// with its convention, throughput, start and elapsed time, trainmeter version), then every series
-// the training code reported with its last value. Names and values from training code go in
-// through textContent only.
+// the convention shown in this view with the others beside, GPU-hours, energy, hardware, dtype,
+// MFU with its convention, throughput, where the time goes, start and elapsed time, trainmeter
+// version), then every series the training code reported with its last value. A missing figure
+// shows the core's reason, in the words of `tm passport`; a demonstration run on fake GPUs carries
+// its banner. Names and values from training code go in through textContent only.
 
 import {
-  byConv,
   costOverlay,
-  deviceLine,
+  dtypeText,
+  figure,
+  hardwareText,
   isObj,
   NOT_MEASURED,
   paramCounts,
   rankRows,
+  reasonOf,
   shownConvention,
   sortConventions,
   str,
+  tagged,
 } from "../derive.js";
 import { el, setText } from "../dom.js";
 import { amount, count, dateTime, dollars, duration, isNum, kwh, NA, num, percent, si, tokens as tokenCount } from "../format.js";
 import { hfuFact, noTokensFact, samplesFact, throughputFact } from "../samples.js";
-import { createFacts, createPanel } from "./panel.js";
+import { createBanner, createFacts, createPanel } from "./panel.js";
+import { splitShares } from "./time.js";
 
 /** @typedef {import("../contract.js").Panel} Panel */
+/** @typedef {import("../contract.js").Snapshot} Snapshot */
 /** @typedef {import("../contract.js").View} View */
 
 const MAX_ROWS = 500;
+
+/**
+ * One fact of the passport: its text, small text after it, and whether it is a missing figure
+ * (shown muted).
+ * @typedef {{text: string, sub?: string, muted?: boolean, show?: boolean}} Fact
+ */
+
+/**
+ * A missing figure, as the core said it: the whole reason, muted ("not measured: ...").
+ * @param {string} why
+ * @returns {Fact}
+ */
+const unknownFact = (why) => ({ text: why || NOT_MEASURED, muted: true });
+
+/**
+ * A figure of every convention, the shown one first: "4.58 GFLOP [hf]" when known, the core's
+ * reason tagged with its convention when not ("n/a [titan] (titan needs ...)", as `tm passport`
+ * writes it), then the others known beside it.
+ * @param {Snapshot} snap
+ * @param {string} key "flops_spent", "mfu_avg", ...
+ * @param {string} conv
+ * @param {(v: number) => string} fmt
+ * @returns {Fact}
+ */
+function byConvFact(snap, key, conv, fmt) {
+  const table = isObj(snap[key]) ? snap[key] : {};
+  const others = sortConventions(Object.keys(table))
+    .filter((c) => c !== conv && isNum(table[c]))
+    .map((c) => `${fmt(table[c])} [${c}]`);
+  const f = figure(snap, key, conv);
+  const sub = others.length ? `· ${others.join(" · ")}` : "";
+  if (f.value !== null) return { text: `${fmt(f.value)} [${conv}]`, sub };
+  return { text: tagged(f.why, conv), sub, muted: true };
+}
+
+/**
+ * The passport's facts from a snapshot, as the panel shows them (and js/tests/surfaces.test.js
+ * reads them beside `tm passport`'s): each a {text, sub, muted}. Figures the snapshot lacks show
+ * the core's reason; nothing is worked out here but units and the dollars at a typed price.
+ * @param {Snapshot} snap
+ * @param {{convention?: string, price?: number | null}} view
+ * @param {string} [bundleVersion]
+ * @returns {Record<string, Fact>}
+ */
+export function passportFacts(snap, view, bundleVersion = "") {
+  const conv = shownConvention(snap, view.convention);
+  const m = isObj(snap.model) ? snap.model : null;
+  /** @type {Record<string, Fact>} */
+  const out = {};
+
+  const { all, withoutEmbeddings } = paramCounts(snap);
+  if (m) {
+    const parts = [str(m.name)];
+    if (all !== null) parts.push(`${si(all)} parameters${withoutEmbeddings !== null ? ` (${si(withoutEmbeddings)} without embeddings)` : ""}`);
+    if (isNum(m.layers) && isNum(m.width)) parts.push(`${m.layers} layers × ${m.width}`);
+    if (isNum(m.vocab)) parts.push(`vocab ${count(m.vocab)}`);
+    const ctx = isNum(m.context) ? m.context : m.seq_len;
+    if (isNum(ctx)) parts.push(`context ${count(ctx)}`);
+    out.model = { text: parts.filter(Boolean).join(" · ") || NA };
+  } else out.model = unknownFact(reasonOf(snap, "model"));
+
+  out.tokens = noTokensFact(snap) || { text: tokenCount(snap.tokens), muted: !isNum(snap.tokens) };
+  out.samples = samplesFact(snap);
+  out.steps = { text: count(snap.step), muted: !isNum(snap.step) };
+  out.flops = byConvFact(snap, "flops_spent", conv, (v) => si(v, "FLOP"));
+
+  const hours = figure(snap, "gpu_hours");
+  out.gpuHours = hours.value !== null ? { text: `${amount(hours.value)} GPU-h` } : unknownFact(hours.why);
+
+  const cost = costOverlay(view.price, snap);
+  out.energy = cost.kwh.value !== null ? { text: kwh(snap.energy_j), sub: "(NVML energy counter)" } : unknownFact(cost.kwh.why);
+
+  const hw = hardwareText(snap);
+  out.device = hw ? { text: hw } : unknownFact(reasonOf(snap, "device"));
+  const dtype = dtypeText(snap);
+  out.dtype = dtype ? { text: dtype } : unknownFact(reasonOf(snap, "dtype"));
+
+  const mfu = byConvFact(snap, "mfu_avg", conv, percent); // run averages, as tm passport says
+  out.mfu = mfu.muted ? mfu : { ...mfu, sub: `${mfu.sub ? `${mfu.sub} · ` : "· "}run averages` };
+
+  const rate = figure(snap, "tokens_per_s_avg");
+  out.rate = rate.value !== null
+    ? { text: `${si(rate.value, "", 3)} tok/s`, sub: "(mean over the timed steps, not tokens over elapsed time)" }
+    : unknownFact(rate.why);
+  out.rate = throughputFact(snap, out.rate); // samples/s beside, or alone without tokens
+  out.hfu = hfuFact(snap);
+
+  const shares = splitShares(snap);
+  out.time = shares.length ? { text: shares.join(" · "), sub: "of the run's time (rank 0)" } : unknownFact(reasonOf(snap, "time_split"));
+
+  const rows = rankRows(snap);
+  out.ranks = rows.length >= 2 ? { text: `${count(rows.length)} ranks`, sub: stragglerText(rows, snap.stragglers) } : { text: "", show: false };
+
+  const run = isObj(snap.run) ? snap.run : {};
+  out.started = { text: isNum(run.started) ? dateTime(run.started) : NA, sub: isNum(snap.elapsed_s) ? `· ${duration(snap.elapsed_s)} elapsed` : "", muted: !isNum(run.started) };
+  out.version = str(run.version)
+    ? { text: run.version }
+    : { text: "not in the snapshot", sub: bundleVersion ? `(dashboard ${bundleVersion})` : "", muted: true };
+
+  out.cost = cost.spent.value !== null
+    ? { text: dollars(cost.spent.value), sub: `at ${dollars(view.price)} per GPU-hour (this view only)` }
+    : { text: cost.spent.why, muted: true };
+  return out;
+}
 
 /**
  * @param {View} view
@@ -33,6 +143,7 @@ const MAX_ROWS = 500;
  */
 export function createPassport(view, { bundleVersion = "" } = {}) {
   const panel = createPanel("passport", "run passport");
+  const banner = createBanner();
   const factList = createFacts([
     ["model", "model"],
     ["tokens", "tokens"],
@@ -41,11 +152,12 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
     ["flops", "FLOPs spent", "tm-passport-flops"],
     ["gpuHours", "GPU-hours"],
     ["energy", "energy", "tm-kwh"],
-    ["device", "hardware"],
+    ["device", "hardware", "tm-passport-hardware"],
     ["dtype", "dtype"],
     ["mfu", "MFU", "tm-passport-mfu"],
     ["hfu", "HFU", "tm-passport-hfu"],
     ["rate", "throughput"],
+    ["time", "where the time goes", "tm-passport-time"],
     ["ranks", "ranks", "tm-passport-ranks"],
     ["started", "started"],
     ["version", "trainmeter"],
@@ -54,6 +166,7 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
   const facts = factList.row;
   const table = createSeriesTable();
   panel.body.append(
+    banner.el,
     factList.el,
     el("div", { class: "tm-label", text: "reported series" }),
     table.el,
@@ -62,76 +175,14 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
   return {
     el: panel.el,
     update({ snap }) {
-      const conv = shownConvention(snap, view.convention);
-      const m = isObj(snap.model) ? snap.model : null;
-
-      const { all, withoutEmbeddings } = paramCounts(snap);
-      if (m) {
-        const parts = [str(m.name)];
-        if (all !== null) parts.push(`${si(all)} parameters${withoutEmbeddings !== null ? ` (${si(withoutEmbeddings)} without embeddings)` : ""}`);
-        if (isNum(m.layers) && isNum(m.width)) parts.push(`${m.layers} layers × ${m.width}`);
-        if (isNum(m.vocab)) parts.push(`vocab ${count(m.vocab)}`);
-        const ctx = isNum(m.context) ? m.context : m.seq_len;
-        if (isNum(ctx)) parts.push(`context ${count(ctx)}`);
-        facts.model.set(parts.filter(Boolean).join(" · ") || NA);
-      } else facts.model.set(NOT_MEASURED, { subText: "(found at the first training step)", muted: true });
-
-      const noTokens = noTokensFact(snap); // a run fed no token ids: n/a and the engine's reason
-      if (noTokens) facts.tokens.set(noTokens.text, { subText: noTokens.sub, muted: true });
-      else facts.tokens.set(tokenCount(snap.tokens), { muted: !isNum(snap.tokens) });
-      const smp = samplesFact(snap);
-      facts.samples.set(smp.text, { subText: smp.sub, muted: smp.muted });
-      facts.steps.set(count(snap.step), { muted: !isNum(snap.step) });
-
-      const spent = byConv(snap, "flops_spent", conv);
-      const others = isObj(snap.flops_spent)
-        ? sortConventions(Object.keys(snap.flops_spent))
-            .filter((c) => c !== conv && isNum(snap.flops_spent[c]))
-            .map((c) => `${si(snap.flops_spent[c], "FLOP")} [${c}]`)
-        : [];
-      if (spent !== null) facts.flops.set(`${si(spent, "FLOP")} [${conv}]`, { subText: others.length ? `· ${others.join(" · ")}` : "" });
-      else facts.flops.set(NOT_MEASURED, { muted: true });
-
-      if (isNum(snap.gpu_hours)) facts.gpuHours.set(`${amount(snap.gpu_hours)} GPU-h`);
-      else if (snap.gpus === 0) facts.gpuHours.set("none", { subText: "(CPU, no declared peak: no GPUs counted)", muted: true });
-      else facts.gpuHours.set(NOT_MEASURED, { muted: true });
-
-      const cost = costOverlay(view.price, snap);
-      if (cost.kwh.value !== null) facts.energy.set(kwh(snap.energy_j), { subText: "(NVML energy counter)" });
-      else facts.energy.set(cost.kwh.why, { muted: true });
-
-      facts.device.set(deviceLine(snap) || NOT_MEASURED, { muted: !deviceLine(snap) });
-      const dtype = str(snap.dtype) || (m ? str(m.run_dtype) || str(m.dtype) : "");
-      facts.dtype.set(dtype || NOT_MEASURED, { muted: !dtype });
-
-      const mfuAvg = isObj(snap.peak) ? byConv(snap, "mfu_avg", conv) ?? byConv(snap, "mfu", conv) : null;
-      if (mfuAvg !== null) facts.mfu.set(`${percent(mfuAvg)} [${conv}]`, { subText: "(run average)" });
-      else facts.mfu.set("no MFU", { subText: isObj(snap.peak) ? "(measuring throughput)" : "(no dense peak known)", muted: true });
-
-      const rate = isNum(snap.tokens_per_s_avg) ? snap.tokens_per_s_avg : null;
-      const tokRate = rate !== null
-        ? { text: `${si(rate, "", 3)} tok/s`, sub: "(mean over the timed steps, not tokens over elapsed time)", muted: false }
-        : { text: noTokens ? `n/a: ${snap.tokens_missing}` : NOT_MEASURED, sub: "", muted: true };
-      const thr = throughputFact(snap, tokRate); // samples/s beside, or after the tokens' reason
-      facts.rate.set(thr.text, { subText: thr.sub || "", muted: Boolean(thr.muted) });
-      const hfu = hfuFact(snap);
-      facts.hfu.set(hfu.text, { subText: hfu.sub, muted: hfu.muted });
-
-      const rows = rankRows(snap);
-      facts.ranks.show(rows.length >= 2);
-      if (rows.length >= 2) facts.ranks.set(`${count(rows.length)} ranks`, { subText: stragglerText(rows, snap.stragglers) });
-
-      const run = isObj(snap.run) ? snap.run : {};
-      facts.started.set(isNum(run.started) ? dateTime(run.started) : NA, {
-        subText: isNum(snap.elapsed_s) ? `· ${duration(snap.elapsed_s)} elapsed` : "",
-        muted: !isNum(run.started),
-      });
-      if (str(run.version)) facts.version.set(run.version);
-      else facts.version.set("not in the snapshot", { subText: bundleVersion ? `(dashboard ${bundleVersion})` : "", muted: true });
-
-      if (cost.spent.value !== null) facts.cost.set(dollars(cost.spent.value), { subText: `at ${dollars(view.price)} per GPU-hour (this view only)` });
-      else facts.cost.set(cost.spent.why, { muted: true });
-
+      banner.update(snap);
+      const shown = passportFacts(snap, view, bundleVersion);
+      for (const [key, f] of Object.entries(shown)) {
+        const row = facts[key];
+        if (!row) continue;
+        row.show(f.show !== false);
+        row.set(f.text, { subText: f.sub || "", muted: Boolean(f.muted) });
+      }
       table.update(snap.series);
       panel.summarize(isNum(snap.tokens) ? `${tokenCount(snap.tokens)} tokens` : "");
     },

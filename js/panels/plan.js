@@ -18,7 +18,7 @@ import {
 } from "../derive.js";
 import { el, setAttr, setReason, setText } from "../dom.js";
 import { amount, dollars, duration, isNum, NA, percent, si, tokens as tokenCount } from "../format.js";
-import { createPanel } from "./panel.js";
+import { createBanner, createPanel } from "./panel.js";
 
 /** @typedef {import("../contract.js").Panel} Panel */
 /** @typedef {import("../contract.js").View} View */
@@ -87,7 +87,9 @@ export function createPlan(view) {
   );
 
   // Two blocks: the budget and the plan, then the cost; side by side when the panel is wide.
+  const banner = createBanner(); // fake GPUs: the plan's peak and GPUs are a demonstration's
   panel.body.append(
+    banner.el,
     el(
       "div",
       { class: "tm-plan-main" },
@@ -104,6 +106,7 @@ export function createPlan(view) {
   return {
     el: panel.el,
     update({ snap }) {
+      banner.update(snap);
       const conv = runConvention(snap);
       const b = budgetOf(snap);
       bar.hidden = !isNum(b.fraction);

@@ -1,19 +1,20 @@
-// Where the time goes: the share of run time spent in compute, data wait, checkpoint, eval and
-// other (time_split; "not measured yet" until it is), the mean step time either way, and per rank
+// Where the time goes: the share of run time spent in compute, data wait, checkpoint, eval,
+// start-up (before the first step: imports, data, model build) and other (time_split; the core's
+// reason until it is measured), the mean step time either way, and per rank
 // (where there are several) each rank's step time, arrival lag, the job's wait on it and its own
 // split with the wait for other ranks, stragglers marked with their cost and cause (all computed
 // by the engine, trainmeter/core/ranks.py).
 
-import { isObj, NOT_MEASURED, RANK_SPLIT, rankRows, SPLIT, stragglerSet, timeShares } from "../derive.js";
+import { figure, isObj, NOT_MEASURED, RANK_SPLIT, rankRows, reasonOf, SPLIT, stragglerSet, timeShares } from "../derive.js";
 import { el, setText } from "../dom.js";
 import { count, duration, isNum, percent } from "../format.js";
-import { createFigure } from "./figure.js";
+import { createFigure, showFigure } from "./figure.js";
 import { createPanel } from "./panel.js";
 
 /** @typedef {import("../contract.js").Panel} Panel */
 /** @typedef {import("../contract.js").Snapshot} Snapshot */
 
-const SPLIT_COLOR = { compute: 1, data: 2, checkpoint: 4, eval: 3, wait: 6, other: "muted" };
+const SPLIT_COLOR = { compute: 1, data: 2, checkpoint: 4, eval: 3, wait: 6, startup: 5, other: "muted" };
 const RANK_HEAD = ["rank", "step time", "arrival lag", "job waits", "steps", "step split", ""];
 
 /** @returns {Panel} */
@@ -27,17 +28,23 @@ export function createTimePanel() {
   const split = el(
     "div",
     { class: "tm-split", testid: "tm-time-split" },
-    el("div", { class: "tm-label", text: "share of time: compute · data wait · checkpoint · eval · other" }),
+    el("div", { class: "tm-label", text: `share of time: ${SPLIT.map((p) => p.label).join(" · ")}` }),
     splitWhy,
     splitBar,
     splitLegend,
   );
-  const segments = SPLIT.map(({ key, label }) => {
-    const seg = el("div", { class: `tm-split-seg tm-bg-${SPLIT_COLOR[key]}`, title: label });
+  const segments = SPLIT.map(({ key, label, title }) => {
+    const seg = el("div", { class: `tm-split-seg tm-bg-${SPLIT_COLOR[key]}`, title: title ? `${label}: ${title}` : label });
     splitBar.append(seg);
     const value = el("span", { class: "tm-split-value" });
     splitLegend.append(
-      el("span", { class: "tm-split-item" }, el("span", { class: `tm-swatch tm-swatch-${SPLIT_COLOR[key]}` }), document.createTextNode(` ${label} `), value),
+      el(
+        "span",
+        { class: "tm-split-item", title: title || null },
+        el("span", { class: `tm-swatch tm-swatch-${SPLIT_COLOR[key]}` }),
+        document.createTextNode(` ${label} `),
+        value,
+      ),
     );
     return { key, seg, value };
   });
@@ -77,14 +84,13 @@ export function createTimePanel() {
   return {
     el: panel.el,
     update({ snap }) {
-      if (isNum(snap.step_time_s)) stepTime.set(duration(snap.step_time_s), { subText: "mean interval of the last 20 timed steps" });
-      else stepTime.missing(NOT_MEASURED, "needs two timed steps");
+      showFigure(stepTime, figure(snap, "step_time_s"), duration, { subText: "mean interval of the last 20 timed steps" });
 
       const shares = timeShares(snap.time_split, snap.time_share);
       splitWhy.hidden = shares !== null;
       splitBar.hidden = splitLegend.hidden = shares === null;
       if (!shares) {
-        setText(splitWhy, `${NOT_MEASURED}: the split of run time into compute, data wait, checkpoint and eval is not recorded by this version`);
+        setText(splitWhy, splitWhyText(snap));
       } else {
         for (const s of segments) {
           const part = shares.find((p) => p.key === s.key);
@@ -128,6 +134,26 @@ export function createTimePanel() {
     },
   };
 }
+
+/**
+ * Why there is no split: the core's reason for `time_split` (a split whose buckets are all 0 is
+ * not yet measured either).
+ * @param {Snapshot} snap
+ */
+export function splitWhyText(snap) {
+  return reasonOf(snap, "time_split") || NOT_MEASURED;
+}
+
+/**
+ * The split as the time panel's legend says it and `tm passport` writes it: "compute 31.4%",
+ * "start-up 54.2%", ... for each bucket with a share; [] while there is none.
+ * @param {Snapshot} snap
+ */
+export function splitShares(snap) {
+  const shares = timeShares(snap.time_split, snap.time_share);
+  return shares ? shares.filter((p) => p.share !== null).map((p) => `${p.label} ${percent(p.share)}`) : [];
+}
+
 
 /** A rank's split as a thin stacked bar (its title lists the buckets), or a dash. */
 function rankBar(shares) {

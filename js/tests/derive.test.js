@@ -4,7 +4,7 @@ import {
   budgetOf,
   classifyLosses,
   costOverlay,
-  fptMissingWhy,
+  figure,
   gpuField,
   gpuMean,
   gpuTitle,
@@ -63,13 +63,13 @@ test("MFU over time is the engine's mfu/<convention> series, drawn as it is", ()
   assert.equal(mfuOverTime(series, ""), null);
 });
 
-test("no MFU chart without a peak, and the reason says why", () => {
-  const note = "no MFU: no dense peak is known for cpu; declare one with --peak";
-  assert.equal(mfuChartWhy({ peak: null, notes: [note] }, "titan"), note);
-  assert.match(mfuChartWhy({ peak: null }, "titan"), /^no MFU: .*--peak/);
-  const snap = { peak: { flops: 1e15 }, flops_per_token: { titan: 6e9 }, gpus: 8 };
+test("no MFU chart without a peak, and the reason is the core's", () => {
+  const why = "no MFU: no dense peak is known for cpu; declare one with --peak";
+  assert.equal(mfuChartWhy({ peak: null, reasons: { "mfu/titan": why } }, "titan"), why);
+  assert.equal(mfuChartWhy({ peak: null }, "titan"), "not measured yet"); // no reason sent: no words made up
+  const snap = { peak: { flops: 1e15 }, flops_per_token: { titan: 6e9 }, gpus: 8, reasons: { "mfu/hf": "no MFU: hf x" } };
   assert.equal(mfuChartWhy(snap, "titan"), "");
-  assert.match(mfuChartWhy(snap, "hf"), /hf/);
+  assert.equal(mfuChartWhy(snap, "hf"), "no MFU: hf x");
   assert.equal(mfuChartWhy({ ...snap, gpus: undefined }, "titan"), ""); // devices are the engine's
 });
 
@@ -80,27 +80,30 @@ test("the large MFU follows the convention picked in this view", () => {
   assert.equal(shownConvention(snap, "hf"), "hf");
   assert.deepEqual(mfuFigure(snap, "hf"), { value: 0.38, why: "" });
   assert.equal(mfuFigure({ ...snap, peak: null, mfu: null }, "hf").value, null);
-  assert.match(mfuFigure({ ...snap, mfu: null }, "titan").why, /measuring throughput/);
+  const why = "not measured yet: needs two steps in one segment (the first is not timed)";
+  assert.equal(mfuFigure({ ...snap, mfu: null, reasons: { "mfu/titan": why } }, "titan").why, why);
 });
 
-test("a convention without FLOPs per token names the fields the model record lacks", () => {
-  // the engine's flops_per_token_missing for a record with every shape field but ffn; the
-  // words are the passport's (tests/unit/test_passport.py pins the same sentence)
+test("a figure the snapshot lacks shows the core's reason for it, as written", () => {
+  // the engine's reasons for a record with every shape field but ffn (core/reasons.py; the
+  // passport shows the same sentences: tests/unit/test_surfaces.py)
   const snap = {
     peak: { flops: 1e15 },
     mfu: { titan: 0.4, megatron: null },
     flops_per_token: { titan: 1, megatron: null },
-    flops_per_token_missing: { megatron: ["ffn"] },
+    flops_spent: { titan: 10, megatron: null },
+    reasons: {
+      "flops_per_token/megatron": "n/a: megatron needs ffn, which the model record lacks",
+      "flops_spent/megatron": "n/a: megatron needs ffn, which the model record lacks",
+      "mfu/megatron": "no MFU: megatron needs ffn, which the model record lacks",
+    },
   };
-  assert.equal(fptMissingWhy(snap, "megatron"), "megatron needs ffn, which the model record lacks");
-  assert.equal(fptMissingWhy(snap, "titan"), "");
-  assert.equal(fptMissingWhy({ ...snap, flops_per_token_missing: { titan: ["layers", "seq_len"] } }, "titan"),
-    "titan needs layers, seq_len, which the model record lacks");
+  assert.deepEqual(figure(snap, "flops_per_token", "megatron"), { value: null, why: snap.reasons["flops_per_token/megatron"] });
+  assert.deepEqual(figure(snap, "flops_spent", "titan"), { value: 10, why: "" });
   assert.equal(mfuFigure(snap, "megatron").why, "no MFU: megatron needs ffn, which the model record lacks");
   assert.equal(mfuChartWhy(snap, "megatron"), "no MFU: megatron needs ffn, which the model record lacks");
-  // an older snapshot without the key keeps the general reason
-  const old = { ...snap, flops_per_token_missing: undefined };
-  assert.equal(mfuFigure(old, "megatron").why, "no MFU: no FLOPs per token under megatron yet");
+  // a snapshot without reasons (none sent yet): the plain "not measured yet", no words made up
+  assert.equal(figure({}, "step_time_s").why, "not measured yet");
 });
 
 test("price overlay: dollars = price × GPU-hours, kWh = J / 3.6e6, reasons when unknown", () => {
@@ -116,15 +119,20 @@ test("price overlay: dollars = price × GPU-hours, kWh = J / 3.6e6, reasons when
   assert.match(noPrice.spent.why, /price/);
   assert.equal(noPrice.kwh.value, 12.5); // energy needs no price
 
-  const cpu = costOverlay(2.4, { gpus: 0, gpu_hours: null, gpu_hours_to_finish: null, energy_j: null });
+  const reasons = {
+    gpu_hours: "no GPUs: the run trained on cpu and declared no peak, so it counts no GPUs",
+    energy_j: "not measured: it comes from the GPUs' NVML energy counter; no NVML",
+    eta_s: "no ETA: no budget declared (--budget-tokens 20B or --budget-flops 1e18)",
+  };
+  const cpu = costOverlay(2.4, { gpus: 0, gpu_hours: null, gpu_hours_to_finish: null, energy_j: null, reasons });
   assert.equal(cpu.spent.value, null);
-  assert.match(cpu.spent.why, /^no dollars: .*no GPUs.*CPU, no declared peak/);
+  assert.equal(cpu.spent.why, "no dollars: the run trained on cpu and declared no peak, so it counts no GPUs");
   assert.match(cpu.toFinish.why, /^no dollars/);
-  assert.match(cpu.kwh.why, /^energy not measured yet/);
+  assert.equal(cpu.kwh.why, reasons.energy_j); // the core's words
 
-  const noBudget = costOverlay(2.4, { gpus: 1, gpu_hours: 1, gpu_hours_to_finish: null, budget_tokens: null });
+  const noBudget = costOverlay(2.4, { gpus: 1, gpu_hours: 1, gpu_hours_to_finish: null, budget_tokens: null, reasons });
   assert.equal(noBudget.spent.value, 2.4);
-  assert.match(noBudget.toFinish.why, /no budget declared/);
+  assert.equal(noBudget.toFinish.why, "no dollars to finish: no budget declared (--budget-tokens 20B or --budget-flops 1e18)");
   assert.deepEqual(costOverlay(0, snap).spent, { value: 0, why: "" }); // a typed zero is a price
 });
 
@@ -169,11 +177,16 @@ test("time split shares are the engine's time_share beside time_split's seconds,
   assert.equal(timeShares(null, null), null);
   assert.equal(timeShares({ compute: 1, data: 1 }, null), null); // seconds, but no shares: none worked out
   // shares that are not the seconds' own quotients: shown as given, not recomputed
-  const s = timeShares({ compute: 75, data: 15, checkpoint: 5, eval: 5, other: null }, { compute: 0.7, data: 0.2, checkpoint: 0.05, eval: 0.05, other: null });
+  const s = timeShares(
+    { compute: 75, data: 15, checkpoint: 5, eval: 5, startup: 12, other: null },
+    { compute: 0.6, data: 0.2, checkpoint: 0.05, eval: 0.05, startup: 0.1, other: null },
+  );
   assert.deepEqual(
     s.map((p) => [p.key, p.seconds, p.share]),
-    [["compute", 75, 0.7], ["data", 15, 0.2], ["checkpoint", 5, 0.05], ["eval", 5, 0.05], ["other", null, null]],
+    [["compute", 75, 0.6], ["data", 15, 0.2], ["checkpoint", 5, 0.05], ["eval", 5, 0.05], ["startup", 12, 0.1], ["other", null, null]],
   );
+  // start-up is its own bucket: the time before the first step (imports, data, model build)
+  assert.match(s.find((p) => p.key === "startup").title, /before the first step/);
 });
 
 test("per-rank rows in rank order, stragglers marked, unknown until measured", () => {
@@ -255,12 +268,20 @@ test("parameters with and without embeddings: the model's count and the engine's
   assert.deepEqual(paramCounts({ model: null }), { all: null, withoutEmbeddings: null });
 });
 
-test("the device line names the device, never a peak's 'unknown'", async () => {
-  const { deviceLine } = await import("../derive.js");
-  assert.equal(deviceLine({ model: { device: "cpu" }, peak: { device: "unknown" } }), "cpu");
-  assert.equal(deviceLine({ gpus: 8, model: { device: "cuda", device_name: "NVIDIA H100 80GB HBM3" } }), "8 × NVIDIA H100 80GB HBM3");
-  assert.equal(deviceLine({ gpus: 2, hardware: { gpus: [{ index: 0, name: "NVIDIA A100-SXM4-80GB" }] } }), "2 × NVIDIA A100-SXM4-80GB");
-  assert.equal(deviceLine({}), "");
+test("the device line is the core's device_text: the run's own device, never a fake GPU's", async () => {
+  const { deviceLine, hardwareText, dtypeText, demonstration } = await import("../derive.js");
+  assert.equal(deviceLine({ device_text: "8 × NVIDIA H100 80GB HBM3", model: { device: "cpu" } }), "8 × NVIDIA H100 80GB HBM3");
+  assert.equal(deviceLine({ model: { device: "cuda", device_name: "NVIDIA H100 80GB HBM3" } }), ""); // not worked out here
+  // a CPU run on two fake H100s: its own device, the fake GPUs named a demonstration
+  const demo = { backend: "fake:h100x2", gpus: 2, text: "demonstration: 2 × fake H100", banner: "demonstration, not a measurement: x" };
+  const fake = { device_text: "cpu", gpus: 2, demonstration: demo, hardware: { backend: "fake:h100x2", gpus: [{ index: 0, name: "NVIDIA H100 80GB HBM3" }] } };
+  assert.equal(hardwareText(fake), "cpu · demonstration: 2 × fake H100, not a measurement · counters: fake:h100x2");
+  assert.deepEqual(demonstration(fake), { text: demo.text, banner: demo.banner });
+  assert.equal(demonstration({ demonstration: null }), null);
+  // the run's own dtype, and the peak's when --dtype declared another
+  assert.equal(dtypeText({ dtype: "bf16", model: { run_dtype: "fp32" } }), "fp32 (the peak is read for bf16: --dtype)");
+  assert.equal(dtypeText({ dtype: "fp32", model: { run_dtype: "fp32" } }), "fp32");
+  assert.equal(dtypeText({}), "");
 });
 
 test("OFU and GPU-Util are the engine's means over the GPUs, with the core's reason when none has it", () => {
@@ -283,7 +304,7 @@ test("the state badge says the core's state_text when it gave one, else the stat
   assert.equal(stateText({ state: "finished" }), "finished");
   assert.equal(stateText({ state: 3, state_text: ["x"] }), "");
   assert.equal(stateText(null), "");
-  assert.equal(etaWhy({ run: { state: "ended" }, budget_tokens: 10 }), "the run has ended");
+  assert.equal(etaWhy({ reasons: { eta_s: "no ETA: the run ended without a close" } }), "the run ended without a close");
 });
 
 test("the plan against the achieved is the engine's plan_vs_actual, null where it has none", () => {
