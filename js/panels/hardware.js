@@ -67,6 +67,7 @@ export function createHardware() {
     );
     if (!gpus.length) {
       grid.hidden = true;
+      caption.hidden = true; // it is about the GPUs' counters: none here
     }
   }
 
