@@ -246,8 +246,8 @@ function createFigures() {
 
     if (isNum(snap.tokens_per_s)) {
       rate.set(si(snap.tokens_per_s, "", 3), {
-        unitText: "tok/s",
-        subText: isNum(snap.tokens_per_s_avg) ? `avg ${si(snap.tokens_per_s_avg, "", 3)} tok/s` : "",
+        unitText: "tokens/s",
+        subText: isNum(snap.tokens_per_s_avg) ? `avg ${si(snap.tokens_per_s_avg, "", 3)} tokens/s` : "",
       });
     } else rate.missing("not measured yet", "needs two timed steps");
   }

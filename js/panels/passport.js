@@ -113,7 +113,7 @@ export function passportFacts(snap, view, bundleVersion = "") {
 
   const rate = figure(snap, "tokens_per_s_avg");
   out.rate = rate.value !== null
-    ? { text: `${si(rate.value, "", 3)} tok/s`, sub: "(mean over the timed steps, not tokens over elapsed time)" }
+    ? { text: `${si(rate.value, "", 3)} tokens/s`, sub: "(mean over the timed steps, not tokens over elapsed time)" }
     : unknownFact(rate.why);
   out.rate = throughputFact(snap, out.rate); // samples/s beside, or alone without tokens
   out.hfu = hfuFact(snap);
