@@ -28,12 +28,16 @@ async function step(page) {
   return Number(String(text).replace(/[^0-9]/g, '') || NaN);
 }
 
-/** Show only the header, panel `id` (full width) and the notes, or everything again with null. */
+/** Show only the header, panel `id` (full width, in the grid's first row: none of the rows the
+ * others are placed in is left as a gap) and the notes, or everything again with null. */
 async function only(page, id) {
   await page.evaluate((id) => {
+    document.querySelectorAll('.tm-panels').forEach((g) => {
+      g.style.gridTemplateRows = id ? 'none' : '';
+    });
     document.querySelectorAll('[data-testid^="tm-panel-"]').forEach((p) => {
       p.style.display = id && p.dataset.testid !== `tm-panel-${id}` ? 'none' : '';
-      p.style.gridColumn = id ? '1 / -1' : '';
+      p.style.gridArea = id ? 'auto / 1 / auto / -1' : '';
     });
   }, id);
 }
