@@ -62,10 +62,9 @@ NO_TOKENS = (
     "the model's inputs are not token ids (an image or feature batch), so no tokens, tokens/s "
     "or FLOPs per token apply"
 )
-CONVENTIONS_NO_TOKENS = (
-    "no named convention describes this model: its inputs are not token ids (an image or "
-    "feature batch) and every named convention counts FLOPs per token; executed FLOPs per "
-    "sample and HFU [counted] come from the counted step"
+CONVENTIONS_NO_TOKENS = (  # short: the page says it under each convention's figure
+    "no named convention describes this model: each counts FLOPs per token, and its inputs are "
+    "not token ids"
 )
 HFU_WHY = {  # why hfu_counted.value is null (Engine._hfu); "yet" only while the run is open
     "not counted": "not measured yet: one step's executed FLOPs are counted at the 3rd "
