@@ -271,6 +271,8 @@ def test_a_run_without_tokens_has_samples_flops_per_sample_and_hfu_counted_not_z
     rows = {line.split(" | ")[0][2:]: line.split(" | ")[1].removesuffix(" |")
             for line in passport_md.markdown(p).splitlines() if line.startswith("| ")}  # fmt: skip
     assert rows["samples"] == "64 (16 per step)"
+    why = "the model's inputs are not token ids (an image or feature batch), so no tokens, "
+    assert rows["tokens"] == f"none ({why}tokens/s or FLOPs per token apply)"
     assert rows["throughput"].startswith("24.0 samples/s (mean over the timed steps")
     assert "not token ids" in rows["throughput"].split(" · tokens/s ")[1]
     assert rows["FLOPs per sample, counted"].startswith("2.72 MFLOP/sample (executed")

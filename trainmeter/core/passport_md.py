@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmeter.core import passport
 from trainmeter.core.passport import J_PER_KWH, finite_number
 from trainmeter.core.reasons import split, tagged
 from trainmeter.core.units import format_duration, format_si
@@ -241,12 +240,13 @@ def _mfu_md(p: dict, why: dict) -> str:
 
 
 def _tokens_md(p: dict, why: dict) -> str:
-    """The token count; none (with the core's reason) for a run whose inputs are not token
-    ids: its unknown tokens/s says why."""
-    if not p.get("tokens") and p.get("tokens_per_s_avg") is None and p.get("samples"):
-        reason = why.get("tokens_per_s_avg")
-        if reason and reason != passport.WHY_NO_TIMED_STEP:
-            return f"none ({reason})"
+    """The token count; "none (why)" for a run fed samples and no token id (the engine's
+    ``tokens_missing``, which its unknown tokens/s gives: "none (the model's inputs are not
+    token ids ...)")."""
+    reason = why.get("tokens_per_s_avg")
+    if not p.get("tokens") and p.get("samples") and reason:
+        head, rest = split(reason)
+        return f"none ({rest or head})"
     return _big(p.get("tokens"))
 
 
