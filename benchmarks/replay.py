@@ -6,7 +6,7 @@ every line of the same file (docs/performance.md "Replay").
 The log is what the supervisor writes for a real run: an agent's steps batches (one rank, a
 10 ms step, one batch per 0.1 s flush) go through ``records.decode_batch`` and
 ``Live.ingest``, so the file holds one ``step`` line per step; the sampler's ``gpu`` record
-(one GPU, the fields a real reading has) once a second; the loop's ``train_loss`` every 10
+(one GPU, the fields a real reading has) once a second; the loop's ``train_loss`` every 100
 steps and a ``val_loss`` every 5,000; a declared peak, so replay charts MFU over time. It is
 written once, by this checkout, and every tree reads the same file.
 
@@ -68,7 +68,7 @@ def write_log(root: Path, steps: int) -> Path:
                  "seq_sq": [8 * 1024 * 1024] * k}  # fmt: skip
         live.ingest(decode(json.dumps(batch, separators=(",", ":"))))
         for s in range(n, n + k):
-            if s % 10 == 0:
+            if s % 100 == 0:
                 live.ingest([records.make("series", t + (s - n) * STEP_S, name="train_loss",
                                           value=2.0 + rng.random(), step=s, role="train_loss",
                                           source="emit")])  # fmt: skip

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import math
 from itertools import repeat
-from operator import lt, mul, sub
+from operator import itemgetter, lt, mul, sub
 from typing import Any
 
 from trainmeter.core import flops
 
 MAX_COUNT = 2**53  # as engine.MAX_COUNT (steps, tokens, samples must be below)
 RESUM = 1023  # the windows' float sums are summed afresh each 1024 steps (engine, ranks, ...)
+FEW = 4  # rows fewer than this go to Engine.apply one by one: a batch's own work costs more
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 def fold(eng: Any, b: Any, i: int) -> int:
@@ -30,7 +32,7 @@ def fold(eng: Any, b: Any, i: int) -> int:
     common case (module docstring); returns the end of the rows folded (``i``: none, so
     ``Engine.apply`` takes row ``i``). Raises nothing for a batch it takes."""
     n = len(b)
-    if i >= n or b.agg is not None or b.arr is not None:
+    if n - i < FEW or b.agg is not None or b.arr is not None:
         return i
     rank, c = b.rank, eng.clock
     rc = eng.rank_clocks.get(rank)
@@ -87,11 +89,11 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
     w = c.recent.maxlen
     if not (r.recent.maxlen == w == counts.window):
         return None
-    prior_dt = [e[0] for e in c.recent]
-    prior_tok = [e[1] for e in c.recent]
-    if [e[0] for e in r.recent] != prior_dt or [e[0] for e in own.recent] != prior_dt:
+    prior_dt = list(map(_FIRST, c.recent))
+    prior_tok = list(map(_SECOND, c.recent))
+    if list(map(_FIRST, r.recent)) != prior_dt or list(map(_FIRST, own.recent)) != prior_dt:
         return None
-    if [e[1] for e in own.recent] != prior_tok:
+    if list(map(_SECOND, own.recent)) != prior_tok:
         return None
     steps = b.step[i:j]
     toks = _zeros(b.tokens[i:j])
@@ -197,12 +199,10 @@ def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
     seqs = _seq_recent(eng.clock, sqv, sqt, prior, w)
     by_seq: dict = {}
     for s in {seqs[k] for k in rows}:
-        fpt = flops.all_conventions_at(eng.shape, s)
-        if not all(v is None or (type(v) in (int, float) and 0 <= v < math.inf)
-                   for v in fpt.values()):  # fmt: skip
+        got = _mfu_factors(eng, s, p)
+        if got is None:
             return None
-        by_seq[s] = [] if not p else [(f"mfu/{k}", float(v)) for k, v in fpt.items()
-                                      if v is not None]  # fmt: skip
+        by_seq[s] = got
     kinds = {tuple(name for name, _ in got) for got in by_seq.values()}
     if len(kinds) != 1:
         return None
@@ -219,11 +219,33 @@ def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
     return names, xs, cols
 
 
+def _mfu_factors(eng: Any, seq: float | None, p: float) -> list | None:
+    """``[("mfu/<c>", FLOPs per token)]`` at the sequence length ``seq``, the conventions
+    ``Engine._chart_mfu`` charts (none when the peak is 0); None when one would raise there.
+    Kept per engine for its model shape (one length, a few, in a run)."""
+    cache = eng.__dict__.setdefault("_fold_mfu", {})
+    key = (seq, p)
+    if cache.get("shape") is not eng.shape:
+        cache.clear()
+        cache["shape"] = eng.shape
+    if key not in cache:
+        fpt = flops.all_conventions_at(eng.shape, seq)
+        ok = all(v is None or (type(v) in (int, float) and 0 <= v < math.inf)
+                 for v in fpt.values())  # fmt: skip
+        cache[key] = None if not ok else [] if not p else [
+            (f"mfu/{k}", float(v)) for k, v in fpt.items() if v is not None]  # fmt: skip
+        if len(cache) > 64:  # lengths that vary: keep it small
+            cache.clear()
+            cache["shape"] = eng.shape
+            return None if not ok else _mfu_factors(eng, seq, p)
+    return cache[key]
+
+
 def _seq_recent(c, sqv: list, sqt: list, prior: list, w: int) -> list:
     """Each row's ``seq_len_recent`` as ``Engine._chart_mfu`` reads it: the recent window's
     ``seq_sq`` over its tokens, else the run's mean, else None."""
-    comb_sq = [e[2] for e in prior] + sqv
-    comb_sqt = [e[3] for e in prior] + sqt
+    comb_sq = list(map(itemgetter(2), prior)) + sqv
+    comb_sqt = list(map(itemgetter(3), prior)) + sqt
     if comb_sqt and 0 not in comb_sqt:  # one sequence length throughout: it, at every row
         length, rest = divmod(comb_sq[0], comb_sqt[0])
         if not rest and list(map(mul, comb_sqt, repeat(length))) == comb_sq:
@@ -264,7 +286,7 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     r.steps += m
     r.recent.extend(zip(dts[-w:], ones, strict=False))
     r.recent_s = got["sr"]
-    r.recent_steps = sum(k for _, k in r.recent)
+    r.recent_steps = sum(map(_SECOND, r.recent))
     r.timed_s = got["tr"]
     r.steps_timed += m
     r.inside_s += r.pending_s
@@ -295,10 +317,10 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     eng.span_pending_s = 0.0
     c.timed_tokens += tsum
     c.recent.extend(zip(dts[-w:], toks[-w:], sqv[-w:], sqt[-w:], ones, strict=False))
-    c.recent_tokens = sum(e[1] for e in c.recent)
-    c.recent_sq = sum(e[2] for e in c.recent)
-    c.recent_sq_tokens = sum(e[3] for e in c.recent)
-    c.recent_steps = sum(e[4] for e in c.recent)
+    c.recent_tokens = sum(map(_SECOND, c.recent))
+    c.recent_sq = sum(map(itemgetter(2), c.recent))
+    c.recent_sq_tokens = sum(map(itemgetter(3), c.recent))
+    c.recent_steps = sum(map(itemgetter(4), c.recent))
     c.recent_s = got["sc"]
     c.last_t = t_end
     if eng.run["state"] == "idle":

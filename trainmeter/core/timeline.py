@@ -129,12 +129,21 @@ def _keep_floats(ys: list, full: int) -> list[int]:
     return keep
 
 
-def _take(items: list, keep: list[int]) -> list:
-    """``[items[i] for i in keep]``, in C."""
-    if not keep:
-        return []
-    got = itemgetter(*keep)(items)
-    return list(got) if len(keep) > 1 else [got]
+def _take(items: list, keep: list[int], full: int) -> list:
+    """``[items[i] for i in keep]`` for :func:`thin_pass`'s ``keep``, whose indices from
+    ``full`` on are all of them (the newer half): those as one slice, the rest in C."""
+    old = keep[: len(keep) - (len(items) - full)]
+    if len(old) > 1:
+        return [*itemgetter(*old)(items), *items[full:]]
+    return [items[i] for i in old] + items[full:]
+
+
+def _thin_series(s: _Series) -> None:
+    """One :func:`thin_pass` over a series' points."""
+    keep = thin_pass(s.ys)
+    half = len(s.ys) // 2
+    full = half - half % GROUP
+    s.xs, s.ys, s.seqs = _take(s.xs, keep, full), _take(s.ys, keep, full), _take(s.seqs, keep, full)
 
 
 def thin(xs: list, ys: list, cap: int = DEFAULT_CAP) -> tuple[list, list]:
@@ -204,8 +213,7 @@ class Timeline:
         s.ys.append(y)
         s.seqs.append(self.seq)
         if len(s.xs) > self.cap:
-            keep = thin_pass(s.ys)
-            s.xs, s.ys, s.seqs = _take(s.xs, keep), _take(s.ys, keep), _take(s.seqs, keep)
+            _thin_series(s)
         return True
 
     def extend_rows(self, names: list[str], xs: list, cols: list[list]) -> None:
@@ -234,6 +242,11 @@ class Timeline:
     def _extend(self, s: _Series, xs: list, ys: list, seqs: range) -> None:
         """Append the points, thinning whenever the series passes ``cap`` (as :meth:`append`)."""
         i, m, cap = 0, len(xs), self.cap
+        if len(s.xs) + m <= cap:  # no pass: the usual case
+            s.xs += xs
+            s.ys += ys
+            s.seqs += seqs
+            return
         while i < m:
             j = min(m, i + cap + 1 - len(s.xs))  # up to cap + 1 points: one pass then
             s.xs += xs[i:j]
@@ -241,8 +254,7 @@ class Timeline:
             s.seqs += seqs[i:j]
             i = j
             if len(s.xs) > cap:
-                keep = thin_pass(s.ys)
-                s.xs, s.ys, s.seqs = _take(s.xs, keep), _take(s.ys, keep), _take(s.seqs, keep)
+                _thin_series(s)
 
     def full(self) -> dict:
         """``{"seq": n, "series": {name: [[x...], [y...]]}}``: everything kept."""
