@@ -4,6 +4,8 @@
 
 import uPlot from "uplot";
 
+import { splitsFor, STEP_INCRS, stepRange, TIME_INCRS, tickLabels, timeLabels, timeUnit } from "./ticks.js";
+
 /** @typedef {import("./contract.js").Theme} Theme */
 
 const FALLBACK = {
@@ -53,7 +55,10 @@ export function chartHeight(width) {
  * @property {(idx: number | null) => void} [onCursor] the pointer moved over the plot (a custom legend)
  * @property {boolean} [yLog] a log-10 y axis (values must be > 0; the caller turns the others into gaps)
  * @property {[number, number] | ((min: number, max: number) => number[])} [yRange] fixed, or from the data's
- * @property {(v: number) => string} [yFormat] tick label of a y value
+ * @property {"step" | "time"} [x] what x is: optimizer steps (default; ticks on whole steps only)
+ *   or seconds of the run (ticks on round seconds, minutes or hours, the unit in the axis label)
+ * @property {string} [xLabel] the x axis's label (default "step", or "time (s)" / "(min)" / "(h)")
+ * @property {string} [yLabel] the y axis's label with its unit: "loss", "MFU (%)", "tokens/s"
  * @property {(width: number) => number} [height] the chart's height for a width (default chartHeight)
  */
 
@@ -66,9 +71,10 @@ export function chartHeight(width) {
  */
 
 const Y_AXIS_MIN = 44; // px: room for "0.25" or "100%"
+const LABEL_SIZE = 15; // px: an axis label's line (11 px text and its gap)
 
 /**
- * The y axis's width: at least Y_AXIS_MIN, wider when its longest tick label needs it ("0.025%"
+ * The y axis's width: at least Y_AXIS_MIN, wider when its longest tick label needs it ("0.025"
  * would be cut at the left edge otherwise). uPlot asks again when the labels change.
  * @type {(u: uPlot, values: string[], axisIdx: number, cycleNum: number) => number}
  */
@@ -82,38 +88,86 @@ function yAxisSize(u, values, axisIdx, cycleNum) {
   return Math.max(Y_AXIS_MIN, Math.ceil(text + (axis.ticks?.size ?? 4) + (axis.gap ?? 5) + 4));
 }
 
+/** The unit of a time axis now: from its scale's span (ticks.js timeUnit). */
+const unitOf = (u) => timeUnit((u.scales.x.max ?? 0) - (u.scales.x.min ?? 0));
+
+/**
+ * The scales and the two axes' ticks and labels, without colours or sizes (createChart adds them):
+ * whole-step ticks on a step axis, round times on a time axis, labels with uniform decimals on
+ * both (ticks.js), and each axis's label with its unit.
+ * @param {Pick<ChartOptions, "x" | "xLabel" | "yLabel" | "yLog" | "yRange">} options
+ * @returns {{scales: Record<string, uPlot.Scale>, x: uPlot.Axis, y: uPlot.Axis, xName: string}}
+ */
+export function chartAxes({ x = "step", xLabel, yLabel, yLog = false, yRange }) {
+  /** @type {uPlot.Scale} */
+  const y = yLog ? { distr: 3, log: 10 } : {};
+  if (yRange) y.range = typeof yRange === "function" ? (_u, min, max) => /** @type {uPlot.Range.MinMax} */ (yRange(min, max)) : yRange;
+  /** @type {uPlot.Axis} */
+  const yAxis = {
+    label: yLabel,
+    // A log axis's ticks are its own (1, 2, 5, 10, ...): only their labels are ours.
+    ...(yLog ? {} : { splits: (_u, _i, min, max, incr) => splitsFor(min, max, incr) }),
+    values: (_u, splits, _i, _space, incr) => tickLabels(splits, incr, { log: yLog }),
+  };
+  if (x === "time") {
+    return {
+      scales: { x: { time: false }, y },
+      x: {
+        label: xLabel ?? ((u) => `time (${unitOf(u).name})`),
+        incrs: TIME_INCRS,
+        splits: (_u, _i, min, max, incr) => splitsFor(min, max, incr),
+        values: (u, splits, _i, _space, incr) => timeLabels(splits, incr, unitOf(u)),
+      },
+      y: yAxis,
+      xName: "time (s)",
+    };
+  }
+  return {
+    scales: { x: { time: false, range: (_u, min, max) => stepRange(min, max) }, y },
+    x: {
+      label: xLabel ?? "step",
+      incrs: STEP_INCRS,
+      splits: (_u, _i, min, max, incr) => splitsFor(min, max, incr),
+      values: (_u, splits, _i, _space, incr) => tickLabels(splits, incr),
+    },
+    y: yAxis,
+    xName: "step",
+  };
+}
+
 /**
  * Create a line chart in `container`.
  * @param {HTMLElement} container
  * @param {ChartOptions} options
  * @returns {Chart}
  */
-export function createChart(container, { series, theme, onCursor, yLog = false, yRange, yFormat, height = chartHeight }) {
+export function createChart(container, { series, theme, onCursor, height = chartHeight, ...axesOptions }) {
   let t = theme || readTheme(container);
   const width = Math.max(container.clientWidth, 240);
-  const axis = (size) => ({
+  const style = (size) => ({
     stroke: () => t.fg,
     grid: { stroke: () => t.grid, width: 1 },
     ticks: { stroke: () => t.grid, width: 1, size: 4 },
     font: `11px ${t.font}`,
+    labelFont: `11px ${t.font}`,
+    labelSize: LABEL_SIZE,
+    labelGap: 0,
     size,
   });
-  /** @type {uPlot.Scale} */
-  const y = yLog ? { distr: 3, log: 10 } : {};
-  if (yRange) y.range = typeof yRange === "function" ? (_u, min, max) => /** @type {uPlot.Range.MinMax} */ (yRange(min, max)) : yRange;
-  /** @type {uPlot.Axis} */
-  const yAxis = { ...axis(44), space: 24, size: yAxisSize };
-  if (yFormat) yAxis.values = (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : yFormat(v)));
+  const { scales, x, y, xName } = chartAxes(axesOptions);
   const opts = {
     width,
     height: height(width),
     legend: { show: false },
     // No drag-to-zoom: every live update resets the scales to the data, so a zoom would not stick.
     cursor: { drag: { x: false, y: false, setScale: false }, points: { size: 6 } },
-    scales: { x: { time: false }, y },
-    axes: [{ ...axis(26), space: 60 }, yAxis],
+    scales,
+    axes: [
+      { ...style(26), space: 60, ...x },
+      { ...style(yAxisSize), space: 24, ...y },
+    ],
     series: [
-      { label: "step" },
+      { label: xName },
       ...series.map((s) => ({
         label: s.label,
         stroke: () => t.series[s.color % t.series.length],

@@ -103,6 +103,7 @@ function createLossCard(view) {
       slot.ensure(chartKey, () => ({
         series: lines.map((l) => ({ label: l.label, color: l.color, width: l.width, alpha: l.alpha, points: l.points })),
         yLog: logScale,
+        yLabel: "loss",
         onCursor: (idx) => drawLegend(idx),
       }));
     }

@@ -117,7 +117,7 @@ export function createEfficiency(view) {
       series: [{ label: `MFU [${conv}]`, color: 1, width: 1.75 }],
       height: (w) => Math.round(Math.min(170, Math.max(120, w * 0.3))),
       yRange: (_min, max) => [0, max > 0 ? max * 1.15 : 1],
-      yFormat: (v) => `${v !== 0 && Math.abs(v) < 1 ? +v.toPrecision(2) : +v.toFixed(v < 10 ? 1 : 0)}%`,
+      yLabel: "MFU (%)",
     }));
     if (made || redraw) slot.setData([series.xs, series.ys.map((y) => (y === null ? null : 100 * y))]);
   }

@@ -152,9 +152,10 @@ function createGpuCard(theme) {
         width: field === "dram_active" ? 1.25 : 1.5,
         dash: field === "dram_active" ? [4, 3] : undefined,
       })),
-      height: (w) => Math.round(Math.min(140, Math.max(100, w * 0.28))),
+      height: (w) => Math.round(Math.min(160, Math.max(125, w * 0.3))),
+      x: "time", // the sampler's readings are at seconds of the run, not at steps
+      yLabel: "activity (%)",
       yRange: [0, 100],
-      yFormat: (v) => `${v}%`,
     }));
     if (made || historyChanged) {
       const cols = fields.map(({ field }) => {

@@ -86,15 +86,19 @@ export function createPlan(view) {
     el("div", { class: "tm-caption", text: "The price stays in this view: it is never sent to the kernel or saved." }),
   );
 
+  // Two blocks: the budget and the plan, then the cost; side by side when the panel is wide.
   panel.body.append(
-    el("div", { class: "tm-label", text: "budget" }),
-    budgetLine,
-    bar,
-    budgetSub,
-    table,
-    planNote,
-    el("div", { class: "tm-label", text: "cost at your price" }),
-    money,
+    el(
+      "div",
+      { class: "tm-plan-main" },
+      el("div", { class: "tm-label", text: "budget" }),
+      budgetLine,
+      bar,
+      budgetSub,
+      table,
+      planNote,
+    ),
+    el("div", { class: "tm-plan-cost" }, el("div", { class: "tm-label", text: "cost at your price" }), money),
   );
 
   return {
@@ -130,8 +134,8 @@ export function createPlan(view) {
       const p = (key) => (plan && isNum(plan[key]) ? plan[key] : null);
       const planWhy = plan ? NA : "no plan";
       const [, r1, r2, r3] = rows.rate;
-      setText(r1, p("tokens_per_s") === null ? planWhy : `${si(p("tokens_per_s"), "", 3)} tok/s`);
-      setText(r2, isNum(snap.tokens_per_s) ? `${si(snap.tokens_per_s, "", 3)} tok/s` : NOT_MEASURED);
+      setText(r1, p("tokens_per_s") === null ? planWhy : `${si(p("tokens_per_s"), "", 3)} tokens/s`);
+      setText(r2, isNum(snap.tokens_per_s) ? `${si(snap.tokens_per_s, "", 3)} tokens/s` : NOT_MEASURED);
       setText(r3, versus.tokensPerS === null ? "" : percent(versus.tokensPerS));
 
       const [, m1, m2, m3] = rows.mfu;

@@ -531,7 +531,7 @@ def test_a_batched_matmul_with_a_weight_is_not_attention(fresh_guard, autocast):
 # -- engine: records in, snapshot out ----------------------------------------------------------
 def _counted(**over):
     rec = {"v": 1, "k": "flops_counted", "t": 10.0, "rank": 0, "step": 3, "flops": 6000,
-           "tokens": 40, "attention": "sdpa", "mapped": []}  # fmt: skip
+           "tokens": 40, "samples": 2, "attention": "sdpa", "mapped": []}  # fmt: skip
     return records.validate({**rec, **over})
 
 
@@ -541,17 +541,21 @@ def test_the_snapshot_gives_counted_flops_per_token_beside_the_conventions():
     eng.apply(_counted())
     snap = eng.snapshot()
     assert snap["flops_per_token_counted"] == 150.0  # 6000 FLOP / 40 tokens
-    assert snap["flops_counted"] == {"step": 3, "flops": 6000.0, "tokens": 40,
+    assert snap["flops_per_sample_counted"] == 3000.0  # 6000 FLOP / 2 sequences
+    assert snap["flops_counted"] == {"step": 3, "flops": 6000.0, "tokens": 40, "samples": 2,
                                      "attention": "sdpa", "not_counted": []}  # fmt: skip
     eng.apply(_counted(rank=1, flops=1))  # another rank's count does not replace rank 0's
     assert eng.snapshot()["flops_per_token_counted"] == 150.0
 
 
-def test_a_step_with_no_tokens_gives_flops_but_no_per_token_figure():
+def test_a_step_with_no_tokens_gives_flops_per_sample_but_no_per_token_figure():
     eng = Engine()
     eng.apply(_counted(tokens=None))
     snap = eng.snapshot()
     assert snap["flops_per_token_counted"] is None and snap["flops_counted"]["flops"] == 6000.0
+    assert snap["flops_per_sample_counted"] == 3000.0  # 6000 FLOP / 2 samples (images, rows)
+    eng.apply(_counted(tokens=None, samples=None))  # an older agent's record: neither count
+    assert eng.snapshot()["flops_per_sample_counted"] is None
 
 
 def test_no_attention_counted_in_a_model_with_heads_says_the_count_misses_it():

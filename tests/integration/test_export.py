@@ -55,6 +55,11 @@ def test_csv_holds_every_point_of_every_series_not_the_thinned_chart(tmp_path, c
     assert float(s["tokens"][-1]["value"]) == 1000 * n
     rate = s["tokens_per_s"]  # step 1 is untimed
     assert len(rate) == n - 1 and {float(r["value"]) for r in rate} == {1000.0}
+    # 8 samples a step, one step a second: 8 samples/s at every timed step, 8 i fed by step i
+    assert [float(r["value"]) for r in s["samples"]] == [8.0 * i for i in range(1, n + 1)]
+    rate = s["samples_per_s"]
+    assert [int(r["step"]) for r in rate] == list(range(2, n + 1))
+    assert {float(r["value"]) for r in rate} == {8.0}
     for name, mfu in (("mfu/hf", MFU_HF), ("mfu/titan", MFU_TITAN)):
         assert len(s[name]) == n - 1
         assert all(float(r["value"]) == pytest.approx(mfu) for r in s[name])
@@ -73,6 +78,8 @@ def test_csv_with_the_passport_names_each_figure_by_convention(tmp_path, capsys)
     assert float(figures["flops_spent/hf"]) == 4 * 1000 * 5400  # tokens x FLOP/token
     assert float(figures["mfu_avg/titan"]) == pytest.approx(MFU_TITAN)
     assert "flops_spent/megatron" not in figures  # unknown: left out, never 0
+    assert float(figures["samples_per_s_avg"]) == 8.0 and float(figures["samples_per_step"]) == 8
+    assert "hfu_counted_avg" not in figures  # no counted step in this log: unknown, left out
 
 
 def test_mlflow_run_reads_back_with_mlflow_client(tmp_path, capsys, monkeypatch):

@@ -26,9 +26,10 @@ def _gpu(dt, mj0, mj1, util):
     return ("gpu", dt, {"gpus": gpus, "host": None})
 
 
-def known_run(steps=(1.0, 2.0, 4.0, 5.0), end=6.0, tokens=1000):
+def known_run(steps=(1.0, 2.0, 4.0, 5.0), end=6.0, tokens=1000, samples=8):
     """(kind, seconds after T0, fields) of a run with hand-known figures: a declared peak of
-    1 GFLOP/s per device, 2 GPUs, ``tokens`` per step at the given times, one loss per step."""
+    1 GFLOP/s per device, 2 GPUs, ``tokens`` and ``samples`` per step at the given times, one
+    loss per step."""
     recs = [
         ("run_start", 0.0, {"id": RUN_ID, "name": "known", "argv": ["train.py"],
                             "version": "0.1.0", "opts": {"peak_flops": 1e9, "convention": "hf"}}),
@@ -39,7 +40,7 @@ def known_run(steps=(1.0, 2.0, 4.0, 5.0), end=6.0, tokens=1000):
         _gpu(steps[0], 1000, 1000, 0.25),
     ]  # fmt: skip
     for i, t in enumerate(steps, 1):
-        recs.append(("step", t, {"step": i, "rank": 0, "tokens": tokens}))
+        recs.append(("step", t, {"step": i, "rank": 0, "tokens": tokens, "samples": samples}))
         recs.append(("series", t, {"name": "train_loss", "value": 1.0 / i, "step": i}))
     recs.append(_gpu(steps[-1], 5000, 3000, 0.75))
     if end is not None:

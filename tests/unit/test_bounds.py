@@ -60,6 +60,18 @@ SHOWN += len('"plan_vs_actual":{},') + sum(
     len(k) + 4 + NUM for k in ("tokens_per_s", "mfu", "eta_late_s")
 )
 SHOWN += len('"progress_flops":,') + NUM + len('"params_without_embeddings":,') + NUM
+# samples and HFU [counted] (docs/spec.md "Samples, FLOPs per sample and HFU [counted]"): four
+# numbers, the engine's own reasons (constants: no text from training code), hfu_counted (three
+# numbers, "sample" and its longest reason) and flops_counted's sample count (an int < 2**53)
+SAMPLES = sum(
+    len(f'"{k}":,') + NUM
+    for k in ("samples_per_s", "samples_per_s_avg", "samples_per_step", "flops_per_sample_counted")
+)
+SAMPLES += len('"tokens_missing":,') + 2 + len(E.NO_TOKENS)
+SAMPLES += len('"conventions_missing":,') + 2 + len(E.CONVENTIONS_NO_TOKENS)
+SAMPLES += len('"hfu_counted":{"value":,"avg":,"flops_per_s":,"per":,"why":},') + 3 * NUM
+SAMPLES += len('"sample"') + 2 + max(len(why) for why in E.HFU_WHY.values())
+SAMPLES += len(',"samples":') + 16
 # hardware (the supervisor's sampler, not training code): its strings are printable ASCII
 # (core/hardware.py), at most 2 bytes a character in JSON (\" and \\). Per GPU: every key with
 # a number, the name, up to 64 throttle names (a 64-bit mask; an unknown bit reads
@@ -100,9 +112,10 @@ def test_the_stated_bound_is_the_sum_of_its_parts():
     assert POINTS_BOUND == 13_108_672
     assert HARDWARE == 303_626  # 16 x (18,645 + 1) + host 1,998 + the rest
     parts = NOTES + SNAP_SERIES + MODEL + RANKS + ERROR + PEAK + FIXED + SHOWN + HARDWARE
+    parts += SAMPLES
     assert DETAIL == 772
-    assert RANKS == 119_808 + 64 * 772 and SHOWN == 1_801
-    assert parts == 1_010_648 and parts <= SNAPSHOT_BOUND
+    assert RANKS == 119_808 + 64 * 772 and SHOWN == 1_801 and SAMPLES == 878
+    assert parts == 1_011_526 and parts <= SNAPSHOT_BOUND
     assert UPDATE_BOUND == 14_157_312
 
 

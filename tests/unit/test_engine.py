@@ -429,8 +429,11 @@ def test_attention_counted_as_a_kernel_or_as_matmuls_gives_no_note(attention):
 
 def test_an_old_log_s_counted_attention_reads_as_sdpa_and_warns_nothing():
     eng = _feed(_run(), _counted("counted"))  # what agents before "sdpa" / "matmul" wrote
+    # nor did they send the step's samples: null, so no FLOPs per sample (never a guess)
     assert eng.snapshot()["flops_counted"] == {"step": 3, "flops": 6000.0, "tokens": 40,
-                                               "attention": "sdpa", "not_counted": []}  # fmt: skip
+                                               "samples": None, "attention": "sdpa",
+                                               "not_counted": []}  # fmt: skip
+    assert eng.snapshot()["flops_per_sample_counted"] is None
     assert _counted_notes(eng) == []
 
 
@@ -742,3 +745,74 @@ def test_a_gpu_mean_no_gpu_has_says_the_gpus_reason():
     bare = Engine().snapshot()["gpu_mean"]  # no sampler: every mean missing, with a reason
     assert bare["ofu"] is None and "needs GPU counters" in bare["missing"]["ofu"]
     assert bare["gpu_util"] is None and bare["missing"]["gpu_util"].startswith("not measured")
+
+
+# -- samples, FLOPs per sample and HFU [counted] (docs/spec.md, the section of that name) ------
+# a CNN: no layers, heads or vocab; hf alone would say 6 x 11642 FLOP a token
+CNN = {"params": 11642, "embedding_params": 0, "token_embedding_params": 0, "device": "cpu",
+       "name": "Net"}  # fmt: skip
+
+
+def _images(opts=None, counted=True):
+    """A CNN fed 16 images a step at 100, 100.5, 101, 102 s (steps 2-4 timed: 48 images over
+    2 s = 24/s; step times 0.5, 0.5, 1 s); step 3 counted: 43,450,368 FLOP over 16 images."""
+    start = {"id": "r", "name": "n", "argv": [], "version": "0", "opts": opts or {}}
+    recs = [("run_start", 99.0, start), ("agent_hello", 99.1, {"pid": 1, "rank": 0,
+             "world_size": 1}), ("model", 99.2, CNN)]  # fmt: skip
+    for i, t in enumerate((100.0, 100.5, 101.0, 102.0), 1):
+        recs.append(("step", t, {"step": i, "rank": 0, "tokens": None, "samples": 16}))
+        if counted and i == 3:
+            recs.append(("flops_counted", t, {"step": 3, "rank": 0, "flops": 43_450_368,
+                                              "tokens": None, "samples": 16,
+                                              "attention": "none counted"}))  # fmt: skip
+    return _feed(Engine(), *recs)
+
+
+def test_an_image_model_gives_samples_first_and_no_convention_not_zeros():
+    snap = _images({"peak_flops": 1e12}).snapshot()
+    assert snap["samples"] == 64 and snap["samples_per_step"] == 16
+    assert snap["samples_per_s"] == pytest.approx(48 / 2)
+    assert snap["tokens"] == 0 and snap["tokens_per_s"] is None  # none, not 0 tokens/s
+    assert snap["tokens_missing"].startswith("the model's inputs are not token ids")
+    # hf would be 6 x 11642 = 69,852 FLOP/token: no token, so no convention applies
+    assert set(snap["flops_per_token"]) == {"hf", "megatron", "titan", "embeddings"}
+    assert all(v is None for v in snap["flops_per_token"].values())
+    assert all(v is None for v in snap["flops_spent"].values())
+    assert snap["mfu"] is None and snap["mfu_avg"] is None and snap["plan"] is None
+    assert snap["conventions_missing"].startswith("no named convention describes this model: ")
+    assert any(n.startswith("tokens: none: the model's inputs") for n in snap["notes"])
+
+
+def test_hfu_counted_is_the_counted_steps_flops_per_sample_times_samples_per_s_over_the_peak():
+    snap = _images({"peak_flops": 1e12}).snapshot()
+    assert snap["flops_counted"]["samples"] == 16
+    assert snap["flops_per_sample_counted"] == 43_450_368 / 16  # 2,715,648 FLOP/sample
+    assert snap["flops_per_token_counted"] is None
+    hfu = snap["hfu_counted"]
+    # recent = run: 24 images/s x 2,715,648 FLOP = 65,175,552 FLOP/s over 1 x 1e12 FLOP/s
+    assert hfu["per"] == "sample" and hfu["why"] is None
+    assert hfu["flops_per_s"] == pytest.approx(65_175_552)
+    assert hfu["value"] == pytest.approx(6.5175552e-5) and hfu["avg"] == hfu["value"]
+    # the counted step's FLOPs x steps/s: the mean step time of steps 2-4 is 2/3 s
+    assert hfu["value"] == pytest.approx(43_450_368 / (2 / 3) / 1e12)
+
+
+def test_hfu_counted_says_why_it_is_missing():
+    assert _images(counted=False).snapshot()["hfu_counted"] == {
+        "value": None, "avg": None, "flops_per_s": None, "per": None,
+        "why": "not measured yet: one step's executed FLOPs are counted at the 3rd optimizer step",
+    }  # fmt: skip
+    no_peak = _images().snapshot()["hfu_counted"]
+    assert no_peak["value"] is None and no_peak["why"].startswith("no HFU: no dense peak")
+    assert no_peak["flops_per_s"] == pytest.approx(65_175_552)  # executed FLOP/s still known
+
+
+def test_a_token_models_hfu_counted_is_per_token_beside_its_mfu():
+    eng = _feed(_run({"peak_flops": 1e9}), _counted("sdpa", samples=2))  # 6000 FLOP, 40 tokens
+    snap = eng.snapshot()
+    # 150 FLOP/token x 80/3 tokens/s = 4000 FLOP/s over 1e9: 4e-6, beside MFU[hf] 1.44e-4
+    assert snap["hfu_counted"]["per"] == "token"
+    assert snap["hfu_counted"]["value"] == pytest.approx(4e-6)
+    assert snap["mfu"]["hf"] == pytest.approx(1.44e-4)
+    assert snap["flops_per_sample_counted"] == 3000.0  # 6000 FLOP / 2 sequences
+    assert snap["tokens_missing"] is None and snap["conventions_missing"] is None

@@ -224,3 +224,51 @@ def test_no_straggler_and_not_evaluated_are_told_apart():
     assert "Stragglers: none." in passport_md.markdown(passport.build(_snap(**both, stragglers=[])))
     md = passport_md.markdown(passport.build(_snap(**both, stragglers=None)))
     assert "Stragglers: not evaluated" in md
+
+
+def _image_run():
+    """A CNN fed 16 images a step (no token ids) at 100, 100.5, 101, 102 s, a declared peak of
+    1 TFLOP/s; step 3 counted: 43,450,368 FLOP over its 16 images (tests/unit/test_engine.py
+    ``_images``). By hand: 64 samples, 16 a step; steps 2-4 timed, 48 images over 2 s = 24/s;
+    2,715,648 FLOP/sample; HFU [counted] 24 x 2,715,648 / 1e12 = 6.5175552e-5."""
+    eng = Engine()
+    start = {"id": "r", "name": "cnn", "argv": [], "version": "0", "opts": {"peak_flops": 1e12}}
+    model = {"params": 11642, "embedding_params": 0, "token_embedding_params": 0,
+             "device": "cpu", "name": "Net"}  # fmt: skip
+    counted = {"step": 3, "rank": 0, "flops": 43_450_368, "tokens": None, "samples": 16,
+               "attention": "none counted"}  # fmt: skip
+    recs = [("run_start", 99.0, start),
+            ("agent_hello", 99.1, {"pid": 1, "rank": 0, "world_size": 1}),
+            ("model", 99.2, model)]  # fmt: skip
+    for i, t in enumerate((100.0, 100.5, 101.0, 102.0), 1):
+        recs.append(("step", t, {"step": i, "rank": 0, "tokens": None, "samples": 16}))
+    recs += [("flops_counted", 101.0, counted), ("run_end", 103.0, {"status": "ok"})]
+    for kind, t, fields in recs:
+        eng.apply(records.make(kind, t, **fields))
+    return eng.snapshot()
+
+
+def test_a_run_without_tokens_has_samples_flops_per_sample_and_hfu_counted_not_zeros():
+    p = passport.build(_image_run())
+    assert (p["samples"], p["samples_per_step"], p["tokens"]) == (64, 16, 0)
+    assert p["samples_per_s_avg"] == pytest.approx(24.0)
+    assert p["tokens_per_s_avg"] is None and "not token ids" in p["unknown"]["tokens_per_s_avg"]
+    assert p["flops_per_sample_counted"] == 2_715_648.0
+    assert p["hfu_counted"] == {"label": "HFU [counted]", "value": pytest.approx(6.5175552e-5),
+                                "average": "run", "per": "sample"}  # fmt: skip
+    assert p["mfu"]["value"] is None
+    assert "no named convention describes this model" in p["unknown"]["mfu.value"]
+    assert all(v is None for v in p["flops_spent"].values())  # none, never 0 FLOP [hf]
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1].removesuffix(" |")
+            for line in passport_md.markdown(p).splitlines() if line.startswith("| ")}  # fmt: skip
+    assert rows["samples"] == "64 (16 per step)"
+    assert rows["throughput"].startswith("24.0 samples/s (mean over the timed steps")
+    assert "not token ids" in rows["throughput"].split(" · tokens/s ")[1]
+    assert rows["FLOPs per sample, counted"].startswith("2.72 MFLOP/sample (executed")
+    assert rows["HFU [counted]"].startswith("0.0065% [counted] (executed FLOPs per sample")
+    config, summary = passport.flat(p)
+    assert config["hfu_counted_per"] == "sample"
+    assert summary["hfu_counted_avg"] == pytest.approx(6.5175552e-5)
+    assert summary["samples_per_s_avg"] == pytest.approx(24.0)
+    assert summary["flops_per_sample_counted"] == 2_715_648.0 and summary["samples_per_step"] == 16
+    assert not [k for k in summary if k.startswith(("mfu_avg/", "flops_spent/"))]  # unknown

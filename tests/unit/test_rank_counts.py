@@ -130,3 +130,37 @@ def test_stages_replicated_by_data_parallel_count_each_stage_once():
     # groups of 2: degree 2; (600 x 2 + 400 x 2) / 2 = 1000 parameters, layers (2x2+2x2)/2 = 4
     assert (model["params"], model["layers"], model["stages"], model["replicas"]) == (
         1000, 4, 2, 2)  # fmt: skip
+
+
+# -- samples/s and samples per step (docs/spec.md "Samples, FLOPs per sample and HFU [counted]")
+def test_samples_per_s_is_every_ranks_own_rate_summed_like_tokens_per_s():
+    # the uncoupled ranks above: rank 0 4 steps of 1 sample 1 s apart, rank 1 2 steps of 3, 2 s
+    recs = _start(2) + _steps(0, [1.0, 2.0, 3.0, 4.0], 40) + _steps(1, [1.0, 3.0], 30, 3)
+    recs.sort(key=lambda r: r[1])
+    snap = _feed(Engine(), recs).snapshot()
+    # rank 0: 3 timed samples over 3 s = 1/s; rank 1: 3 samples over its 2 s interval = 1.5/s
+    assert snap["samples_per_s"] == pytest.approx(1 + 1.5)
+    assert snap["samples_per_s_avg"] == pytest.approx(1 + 1.5)
+    # rank 0: 4 samples over 4 steps = 1; rank 1: 6 over 2 = 3; the job 4 a step
+    assert snap["samples_per_step"] == pytest.approx(1 + 3)
+
+
+def test_an_image_model_has_samples_per_s_and_no_tokens_per_s_not_zero():
+    # one rank, batches of 16 images (no token ids), steps at 1, 1.5, 2.5 s: steps 2 and 3
+    # timed, 32 samples over 1.5 s
+    recs = _start(1) + _steps(0, [1.0, 1.5, 2.5], None, 16)
+    snap = _feed(Engine(), recs).snapshot()
+    assert snap["samples"] == 48 and snap["samples_per_step"] == 16
+    assert snap["samples_per_s"] == pytest.approx(32 / 1.5)
+    assert snap["tokens"] == 0 and snap["tokens_per_s"] is None
+    assert snap["tokens_per_s_avg"] is None
+
+
+def test_samples_per_step_counts_the_steps_a_merged_record_stands_for():
+    # 3 steps of 8 samples, then one record merging 4 steps (agg 4: 32 samples): 56 over 7
+    recs = _start(1) + _steps(0, [1.0, 2.0, 3.0], 0, 8)
+    recs.append(("step", 7.0, {"step": 7, "rank": 0, "tokens": 0, "samples": 32, "agg": 4}))
+    snap = _feed(Engine(), recs).snapshot()
+    assert snap["samples_per_step"] == 8  # (3 x 8 + 32) / (3 + 4)
+    # timed: 8 + 8 over 2 s, then 32 over the merged record's 4 s: 48 samples over 6 s
+    assert snap["samples_per_s_avg"] == pytest.approx(48 / 6)

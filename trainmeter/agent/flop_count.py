@@ -6,9 +6,10 @@ Once per run, the clock optimizer's ``COUNT_STEP``-th step runs under
 model's first training forward of that step and left at that step's optimizer pre-hook (or
 later, as the next paragraph says), so it sees the step's forwards (every micro-batch) and
 backwards, and not the optimizer's own update.
-The result (FLOP of the step, and the step's tokens from the agent's own count, which the sender
-writes in when it reads that step: ``await_step``) goes out as one ``flops_counted`` record; the
-engine divides the two. It sits beside the named conventions, never in their place (the
+The result (FLOP of the step, and the step's tokens and samples from the agent's own count,
+which the sender writes in when it reads that step: ``await_step``) goes out as one
+``flops_counted`` record; the engine divides them (FLOPs per token, and per sample for any
+model: images, audio, tabular rows). It sits beside the named conventions, never in their place (the
 named-convention invariant).
 
 Why the third step: the root model is known only at the first optimizer step (torch_taps'
@@ -306,8 +307,9 @@ class FlopCount:
         put = getattr(taps.agent, "put", None)
         if put is not None:
             put("flops_counted", rank=getattr(taps.agent, "rank", 0), step=taps.agent.step + 1,
-                flops=int(counter.get_total_flops()), tokens=None, attention=attention,
-                mapped=self.mapped, not_counted=missed, ops=ops, await_step=True)  # fmt: skip
+                flops=int(counter.get_total_flops()), tokens=None, samples=None,
+                attention=attention, mapped=self.mapped, not_counted=missed, ops=ops,
+                await_step=True)  # fmt: skip
 
     def _refusal(self) -> str | None:
         taps = self.taps

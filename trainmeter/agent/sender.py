@@ -34,7 +34,8 @@ run's end (supervisor/exit_counts.py).
 What the queue holds, in the order the training thread put it (``QueueReader.read``):
 
 - a ``dict``: one record, sent as it is; one with ``await_step`` waits for the step it names,
-  whose token count goes into its ``tokens`` (flop_count.py), and is sent right after it;
+  whose token and sample counts go into its ``tokens`` and ``samples`` (flop_count.py), and is
+  sent right after it;
 - a ``float`` ``t``: an optimizer step's time stamp (step_clock.py, from C), the step after
   the last one, which gets the tokens and samples of every root-model call queued since the
   previous step; ``(t, step, tokens, samples, seq_sq)`` is one with its number and more counts
@@ -820,7 +821,7 @@ class QueueReader:
             samples.append(more_smp)
             seq_sq.append(more_sq)
             if self.waiting:
-                self._release(n, more_tok, records)
+                self._release(n, more_tok, more_smp, records)
             led.take_losses(n, t, records)
 
         while queue:
@@ -882,11 +883,14 @@ class QueueReader:
                 batch["arr_us"] = arr_us
         return batch, self._spans(spans), records
 
-    def _release(self, step: int, tokens: int, records: list[dict]) -> None:
-        """Send the records that waited for ``step`` (or an earlier one) with its tokens."""
+    def _release(self, step: int, tokens: int, samples: int, records: list[dict]) -> None:
+        """Send the records that waited for ``step`` (or an earlier one) with its tokens and
+        samples (null for an earlier step's record, or a count of 0)."""
         for rec in list(self.waiting):
             if rec.get("step", 0) <= step:
-                rec["tokens"] = tokens if rec.get("step") == step and tokens else None
+                own = rec.get("step") == step
+                rec["tokens"] = tokens if own and tokens else None
+                rec["samples"] = samples if own and samples else None
                 records.append(rec)
                 self.waiting.remove(rec)
 
@@ -897,7 +901,8 @@ class QueueReader:
         return bool(led.pending or (last and (self.waiting or led.held)))
 
     def release_all(self) -> list[dict]:
-        """The run ends: the records still waiting for their step (sent without tokens), and
+        """The run ends: the records still waiting for their step (sent without tokens or
+        samples), and
         the losses the ledger still holds."""
         out, self.waiting = self.waiting, []
         self.ledger.release_all(out)

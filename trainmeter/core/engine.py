@@ -64,6 +64,26 @@ _MODEL_FIELDS = (  # the model record's documented fields (docs/spec.md "Run log
 )  # fmt: skip
 _END_STATE = {"ok": "finished", "error": "failed", "interrupted": "interrupted"}
 BACKWARD_LOSS = "backward_loss"  # the series the agent records from backward() (agent/backward.py)
+# a run fed samples and no token ids (images, audio, tabular rows): why it has no tokens, and
+# why no convention gives FLOPs per token, FLOPs spent or MFU (docs/spec.md "Samples, FLOPs per
+# sample and HFU [counted]")
+NO_TOKENS = (
+    "the model's inputs are not token ids (an image or feature batch), so no tokens, tokens/s "
+    "or FLOPs per token apply"
+)
+CONVENTIONS_NO_TOKENS = (
+    "no named convention describes this model: its inputs are not token ids (an image or "
+    "feature batch) and every named convention counts FLOPs per token; executed FLOPs per "
+    "sample and HFU [counted] come from the counted step"
+)
+HFU_WHY = {  # why hfu_counted.value is null (Engine._hfu)
+    "not counted": "not measured yet: one step's executed FLOPs are counted at the 3rd "
+    "optimizer step",
+    "no counts": "not measured: the counted step's record has neither its tokens nor its "
+    "samples (the run ended before that step was read, or an older agent wrote it)",
+    "no peak": "no HFU: no dense peak is known; declare one with --peak",
+    "no rate": "not measured yet: needs two timed steps",
+}
 # record kinds that never change what MFU divides by (devices, peak): after any other kind,
 # _chart_mfu looks them up again
 _SAME_DIVISOR = frozenset(
@@ -357,7 +377,7 @@ class Engine:
         rc.last_t = t
         self.ranks.on_step(rank, rec["step"], t, rec.get("arr"), dt, first, self.agents,
                            rec.get("node"), steps=k)  # fmt: skip
-        tokens, seq_sq, sq_tokens = self._own_counts(rank, rec, dt)  # every rank's own
+        tokens, seq_sq, sq_tokens = self._own_counts(rank, rec, dt, k)  # every rank's own
         if rank != self._clock_rank(rank):
             return
         if len(self.rank_clocks) > 1:
@@ -406,11 +426,12 @@ class Engine:
             self.clock_rank = rank
         return self.clock_rank
 
-    def _own_counts(self, rank: int, rec: dict, dt: float | None) -> tuple[int, int, int]:
+    def _own_counts(self, rank: int, rec: dict, dt: float | None,
+                    steps: int = 1) -> tuple[int, int, int]:  # fmt: skip
         """A rank's step record's own tokens, samples and ``seq_sq`` (a count outside
         [0, 2**53) is 0 and counted in ``bad_counts``) into the job's sums (core/rank_counts.py,
-        docs/spec.md "Counts from every rank"); returns (tokens, seq_sq, tokens that sent
-        seq_sq), 0 for what the record lacks."""
+        docs/spec.md "Counts from every rank"), with the ``steps`` it stands for; returns
+        (tokens, seq_sq, tokens that sent seq_sq), 0 for what the record lacks."""
         tokens, samples, seq_sq = rec.get("tokens"), rec.get("samples"), rec.get("seq_sq")
         if tokens is None or not 0 <= tokens < MAX_COUNT:
             self.bad_counts += tokens is not None
@@ -424,7 +445,7 @@ class Engine:
         sq_tokens = tokens if seq_sq is not None else 0
         seq_sq = seq_sq or 0
         c = self.clock
-        self.counts.add(rank, rec["t"], dt, tokens, samples, rec.get("node"))
+        self.counts.add(rank, rec["t"], dt, tokens, samples, rec.get("node"), steps)
         c.tokens, c.samples = self.counts.job(self.world)
         c.seq_sq += seq_sq  # the job's: the mean length over every rank's sequences
         c.seq_tokens += sq_tokens
@@ -510,10 +531,11 @@ class Engine:
 
     def _on_flops_counted(self, rec: dict) -> None:
         """Rank 0's step measured by FlopCounterMode (docs/spec.md "Counted FLOPs")."""
-        tokens = rec.get("tokens")
+        tokens, samples = rec.get("tokens"), rec.get("samples")
         if rec["rank"] != 0:
             return
-        if not 0 <= rec["step"] < MAX_COUNT or not 0 < (tokens or 1) < MAX_COUNT:
+        if not 0 <= rec["step"] < MAX_COUNT or not all(0 < (n or 1) < MAX_COUNT
+                                                       for n in (tokens, samples)):  # fmt: skip
             self.bad_counts += 1
             return
         # "counted" is what older agents wrote for an attention kernel (now "sdpa")
@@ -521,7 +543,8 @@ class Engine:
         # at most 16 entries (the agent sends no more: agent/flop_formulas.MAX_NOT_COUNTED)
         missed = [clip(x, MAX_NAME) for x in (rec.get("not_counted") or [])[:16]]
         self.counted = {"step": rec["step"], "flops": float(rec["flops"]), "tokens": tokens,
-                        "attention": attention, "not_counted": missed}  # fmt: skip
+                        "samples": samples, "attention": attention,
+                        "not_counted": missed}  # fmt: skip
         if attention == "none counted" and (self.model or {}).get("heads"):
             self.note("counted FLOPs: no attention was counted in that step (no attention "
                       "kernel with a formula in torch's FlopCounterMode, and no batched matmul "
@@ -600,6 +623,9 @@ class Engine:
         seq_recent = c.recent_sq / c.recent_sq_tokens if c.recent_sq_tokens else seq_mean
         fpt = flops.all_conventions_at(self.shape, seq_mean) if self.shape else {}
         fpt_now = flops.all_conventions_at(self.shape, seq_recent) if self.shape else {}
+        no_tokens = self._no_tokens()  # inputs that are not token ids: no convention applies
+        if no_tokens is not None:
+            fpt = fpt_now = dict.fromkeys(fpt)
         peak = self._peak()
         gpus = self._gpus()
         if gpus == 0 and peak is not None:
@@ -639,6 +665,11 @@ class Engine:
             "train_time_s": c.timed_s,
             "tokens_per_s": rate,
             "tokens_per_s_avg": rate_avg,
+            # docs/spec.md "Samples, FLOPs per sample and HFU [counted]"
+            "samples_per_s": self.counts.rate(self.world, samples=True),
+            "samples_per_s_avg": self.counts.rate_avg(self.world, samples=True),
+            "samples_per_step": self.counts.per_step(self.world),
+            "tokens_missing": no_tokens,
             "step_time_s": c.step_time_s(),
             "budget_tokens": budget,
             "progress": metrics.progress(c.tokens, budget),
@@ -674,6 +705,9 @@ class Engine:
             "model_flops_per_s_per_gpu": _per(model_rate, gpus),
             "flops_per_token_counted": _per_token(self.counted),
             "flops_counted": dict(self.counted) if self.counted is not None else None,
+            "flops_per_sample_counted": _per_sample(self.counted),
+            "hfu_counted": self._hfu(peak, gpus),
+            "conventions_missing": CONVENTIONS_NO_TOKENS if no_tokens is not None else None,
             "tokens_counting": self._tokens_counting(),
             # rank_counts, rank_tokens (docs/spec.md "Counts from every rank")
             **self.counts.snapshot(self._world(), 64),
@@ -835,10 +869,9 @@ class Engine:
                        "call is a step; no counted FLOPs (they are counted at the 3rd optimizer "
                        "step)")  # fmt: skip
         c = self.clock
-        if c.samples and not c.tokens:
-            out.append(f"tokens: none: the model's inputs are not token ids (an image or feature "
-                       f"batch), so no tokens, tokens/s or FLOPs per token apply; {c.samples} "
-                       "samples counted")  # fmt: skip
+        no_tokens = self._no_tokens()
+        if no_tokens is not None:
+            out.append(f"tokens: none: {no_tokens}; {c.samples} samples counted")
         names = [n for n in self.series if "loss" in n.lower()]
         if BACKWARD_LOSS in names and not self._other_train_loss():
             out.append(f"train loss: {BACKWARD_LOSS} is the value each training backward() "
@@ -849,6 +882,42 @@ class Engine:
             out.append("loss: none reported (no tracker, framework or trainmeter.emit call, "
                        "and no value backward() was called on could be read); add "
                        "trainmeter.emit(train_loss=loss.item()) after the step")  # fmt: skip
+        return out
+
+    def _no_tokens(self) -> str | None:
+        """Why the run has no tokens: its steps fed samples and no token ids (an image, audio or
+        feature batch; docs/spec.md "Samples, FLOPs per sample and HFU [counted]"); None once a
+        token is counted, or before a sample is."""
+        c = self.clock
+        return NO_TOKENS if c.samples and not c.tokens else None
+
+    def _hfu(self, peak: peaks.ResolvedPeak | None, gpus: int) -> dict[str, Any]:
+        """The snapshot's ``hfu_counted``: the counted step's executed FLOPs over the devices'
+        dense peak, per token when that step had tokens, else per sample (``metrics.hfu``);
+        ``{"value", "avg", "flops_per_s", "per", "why"}``, ``why`` the reason ``value`` is null
+        (docs/spec.md "Samples, FLOPs per sample and HFU [counted]")."""
+        out: dict[str, Any] = dict.fromkeys(("value", "avg", "flops_per_s", "per", "why"))
+        c = self.counted
+        if c is None:
+            out["why"] = HFU_WHY["not counted"]
+            return out
+        per = "token" if c["tokens"] else "sample" if c["samples"] else None
+        if per is None:
+            out["why"] = HFU_WHY["no counts"]
+            return out
+        by = c["flops"] / c[f"{per}s"]  # executed FLOP per token or per sample
+        samples = per == "sample"
+        now = self.counts.rate(self.world, samples=samples)
+        avg = self.counts.rate_avg(self.world, samples=samples)
+        out["per"] = per
+        out["flops_per_s"] = metrics.model_flops_per_s(now, by)  # executed, all devices
+        if peak is None:
+            out["why"] = HFU_WHY["no peak"]
+            return out
+        out["value"] = metrics.hfu(now, by, max(gpus, 1), peak.flops)
+        out["avg"] = metrics.hfu(avg, by, max(gpus, 1), peak.flops)
+        if out["value"] is None:
+            out["why"] = HFU_WHY["no rate"]
         return out
 
     def _gap_notes(self, peak, fpt: dict, budget_flops: float | None, convention: str) -> list:
@@ -975,6 +1044,15 @@ def _process_facts(facts: dict[str, Any], changed: dict[str, Any]) -> dict[str, 
         else:
             out[k] = _scalar(v)
     return out
+
+
+def _per_sample(counted: dict | None) -> float | None:
+    """Executed FLOPs per sample of the counted step: ``flops / samples`` (FLOP/sample), for
+    any model (images, audio, tabular rows, tokens' sequences); None before the count or when
+    its samples are not known (docs/spec.md "Samples, FLOPs per sample and HFU [counted]")."""
+    if counted is None or not counted.get("samples"):
+        return None
+    return counted["flops"] / counted["samples"]
 
 
 def _per_token(counted: dict | None) -> float | None:

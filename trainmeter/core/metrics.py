@@ -1,4 +1,4 @@
-"""Run metrics as pure functions: MFU, model FLOP/s, tokens/s, EMA, ETA, progress, shares.
+"""Run metrics as pure functions: MFU, HFU, model FLOP/s, tokens/s, EMA, ETA, progress, shares.
 
 A missing input (None) gives a missing output (None), so a figure that cannot be computed yet is
 shown as "n/a" by whoever displays it; a negative or non-finite input is a programming error
@@ -73,6 +73,28 @@ def mfu(
     if rate is None or not gpus or not peak_flops:
         return None
     return rate / (gpus * float(peak_flops))
+
+
+def hfu(
+    units_per_s: float | None,
+    flops_per_unit: float | None,
+    gpus: int | None,
+    peak_flops: float | None,
+) -> float | None:
+    """Hardware FLOPs utilisation from executed FLOPs, a fraction: ``HFU [counted]``.
+
+    Inputs: ``units_per_s`` (tokens/s or samples/s, summed over all devices); ``flops_per_unit``
+    (executed FLOP per token or per sample of one step counted by torch's FlopCounterMode:
+    every matmul, convolution and attention kernel that ran, recompute included); ``gpus``
+    and ``peak_flops`` as :func:`mfu` takes them.
+    Formula: ``units_per_s * flops_per_unit / (gpus * peak_flops)``; for one rank fed a fixed
+    batch this is the counted step's FLOPs x steps/s / (gpus x peak).
+    Source: PaLM (Chowdhery et al. 2022, arXiv:2204.02311) appendix B: hardware FLOPs
+    utilisation counts the FLOPs the hardware executes, rematerialisation included.
+    Returns None as :func:`mfu` does. Never an MFU: no named convention is in it (the
+    named-convention invariant); it sits beside MFU (the counters-beside invariant).
+    """
+    return mfu(units_per_s, flops_per_unit, gpus, peak_flops)
 
 
 def throughput(tokens: float | None, seconds: float | None) -> float | None:

@@ -6,7 +6,9 @@ people is ``core/passport_md.py``. All are pure: no clock, no files, no figure c
 that the snapshot does not hold, except unit changes (J to kWh) and date formatting. The names and
 figures follow the dashboard's passport panel (``js/panels/passport.js``): parameters with and
 without embeddings, FLOPs spent under the convention shown first with every other convention
-beside it, MFU and throughput as run averages, GPU-hours, energy, hardware, dtype, dates.
+beside it, MFU and throughput (tokens/s and samples/s) as run averages, samples per step, the
+counted step's executed FLOPs per token and per sample with HFU [counted] beside MFU,
+GPU-hours, energy, hardware, dtype, dates.
 
 A figure that is not known is ``None`` (null in JSON) and ``unknown`` names why, keyed by its
 dotted path (``"mfu.value": "no dense peak is known for cpu; ..."``); the Markdown prints
@@ -31,9 +33,12 @@ WHY_NO_MODEL = "no model seen: the agent reports it at the first training forwar
 WHY_ATTACHED = "no agent: tm attach watched the process from outside (docs/attach.md)"
 WHY_NO_SHAPE = "the model record lacks a shape field this convention needs"  # no field list
 WHY_NO_TIMED_STEP = "no timed step: throughput needs two optimizer steps in one segment"
+WHY_NO_SAMPLES = "no samples counted: the root model's inputs had no batch axis the agent read"
+WHY_NOT_COUNTED = "not measured: one step under torch.utils.flop_counter.FlopCounterMode"
 _SUMMARY_KEYS = (  # passport keys that go to a tracker's summary under their own name
-    "steps", "tokens", "samples", "duration_s", "wall_s", "gpu_hours", "energy_j",
-    "energy_kwh", "tokens_per_s_avg", "flops_per_token_counted",
+    "steps", "tokens", "samples", "samples_per_step", "duration_s", "wall_s", "gpu_hours",
+    "energy_j", "energy_kwh", "tokens_per_s_avg", "samples_per_s_avg", "flops_per_token_counted",
+    "flops_per_sample_counted",
 )  # fmt: skip
 _MODEL_KEYS = ("name", "layers", "width", "heads", "vocab", "seq_len", "context")
 
@@ -69,15 +74,25 @@ def build(snap: dict[str, Any], *, version: str | None = None) -> dict[str, Any]
     out["steps"] = snap.get("step")
     out["tokens"] = snap.get("tokens")
     out["samples"] = snap.get("samples")
+    no_tokens = _text(snap.get("tokens_missing"))  # the core's reason: inputs not token ids
+    no_samples = WHY_NO_SAMPLES if not snap.get("samples") else WHY_NO_TIMED_STEP
+    out["samples_per_step"] = _known(
+        snap.get("samples_per_step"), why, "samples_per_step", WHY_NO_SAMPLES
+    )
     out.update(_flops(snap, why))
     out.update(_hardware(snap, why))
     out["mfu"] = _mfu(snap, out["convention"], why)
+    out["hfu_counted"] = _hfu(snap, why)
     out["tokens_per_s_avg"] = _known(
-        snap.get("tokens_per_s_avg"), why, "tokens_per_s_avg", WHY_NO_TIMED_STEP
+        snap.get("tokens_per_s_avg"), why, "tokens_per_s_avg", no_tokens or WHY_NO_TIMED_STEP
+    )
+    out["samples_per_s_avg"] = _known(
+        snap.get("samples_per_s_avg"), why, "samples_per_s_avg", no_samples
     )
     out["ranks"] = _ranks(snap)
     if isinstance(snap.get("process"), dict):  # tm attach: no agent was ever inside
-        why = {k: WHY_ATTACHED if v in (WHY_NO_MODEL, WHY_NO_TIMED_STEP) else v
+        agent = (WHY_NO_MODEL, WHY_NO_TIMED_STEP, WHY_NO_SAMPLES)
+        why = {k: WHY_ATTACHED if v in agent or k == "hfu_counted.value" else v
                for k, v in why.items()}  # fmt: skip
     out["unknown"] = why
     out["notes"] = [str(n) for n in snap.get("notes") or []]
@@ -110,6 +125,11 @@ def _ranks(snap: dict) -> dict[str, Any] | None:
 
 def _dict(x: Any) -> dict[str, Any]:
     return x if isinstance(x, dict) else {}
+
+
+def _text(x: Any) -> str | None:
+    """``x`` when it is a non-empty string (a reason the core gave), else None."""
+    return x if isinstance(x, str) and x else None
 
 
 def finite_number(x: Any) -> bool:
@@ -196,7 +216,11 @@ def why_missing(convention: str, fields: list[str] | tuple[str, ...]) -> str:
 
 
 def _fpt_why(snap: dict, convention: str) -> str:
-    """The reason a convention's FLOPs per token is unknown, naming the missing fields."""
+    """The reason a convention's FLOPs per token is unknown: no convention describes the
+    model (``conventions_missing``: its inputs are not token ids), else the missing fields."""
+    none_apply = _text(snap.get("conventions_missing"))
+    if none_apply:
+        return none_apply
     if not _dict(snap.get("flops_per_token")):
         return WHY_NO_MODEL
     fields = _dict(snap.get("flops_per_token_missing")).get(convention)
@@ -222,7 +246,10 @@ def _flops(snap: dict, why: dict[str, str]) -> dict[str, Any]:
         snap.get("flops_per_token_counted"),
         why,
         "flops_per_token_counted",
-        "not measured: one step under torch.utils.flop_counter.FlopCounterMode",
+        _text(snap.get("tokens_missing")) or WHY_NOT_COUNTED,
+    )
+    out["flops_per_sample_counted"] = _known(
+        snap.get("flops_per_sample_counted"), why, "flops_per_sample_counted", WHY_NOT_COUNTED
     )
     return out
 
@@ -306,7 +333,9 @@ def _mfu(snap: dict, conv: str, why: dict[str, str]) -> dict[str, Any]:
     first, and under each convention by name."""
     by = _dict(snap.get("mfu_avg"))
     names = list(_dict(snap.get("flops_per_token"))) or list(CONVENTIONS)
-    if snap.get("peak") is None:
+    if _text(snap.get("conventions_missing")):
+        reason = snap["conventions_missing"]
+    elif snap.get("peak") is None:
         reason = _peak_why(snap, _device_name(snap))
     elif snap.get("tokens_per_s_avg") is None:
         reason = WHY_NO_TIMED_STEP
@@ -320,6 +349,17 @@ def _mfu(snap: dict, conv: str, why: dict[str, str]) -> dict[str, Any]:
     if value is None:
         why["mfu.value"] = reason or f"no FLOPs per token under {conv}: {_fpt_why(snap, conv)}"
     return {"convention": conv, "value": value, "average": "run", "by_convention": out_by}
+
+
+def _hfu(snap: dict, why: dict[str, str]) -> dict[str, Any]:
+    """HFU [counted] over the whole run (``hfu_counted.avg``: the counted step's executed FLOPs
+    per token or per sample at the run's mean rate, over the devices' dense peak), never an
+    MFU; ``per`` says which. Unknown: the engine's reason (``hfu_counted.why``)."""
+    h = _dict(snap.get("hfu_counted"))
+    value = h.get("avg")
+    if value is None:
+        why["hfu_counted.value"] = _text(h.get("why")) or WHY_NOT_COUNTED
+    return {"label": "HFU [counted]", "value": value, "average": "run", "per": h.get("per")}
 
 
 # -- Markdown -------------------------------------------------------------------------------
@@ -363,6 +403,7 @@ def flat(p: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
         "dtype": p.get("dtype"),
         "peak_source": peak.get("source"),
         "peak_citation": peak.get("citation"),
+        "hfu_counted_per": (p.get("hfu_counted") or {}).get("per"),
     }
     summary: dict[str, Any] = {
         "params": model.get("params"),
@@ -374,6 +415,7 @@ def flat(p: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
         summary.update({f"{key}/{c}": v for c, v in (p.get(key) or {}).items()})
     by = (p.get("mfu") or {}).get("by_convention") or {}
     summary.update({f"mfu_avg/{c}": v for c, v in by.items()})
+    summary["hfu_counted_avg"] = (p.get("hfu_counted") or {}).get("value")  # executed FLOPs
     ranks = p.get("ranks") or {}
     if isinstance(ranks.get("stragglers"), list):
         summary["stragglers"] = len(ranks["stragglers"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmeter.core import passport
 from trainmeter.core.passport import J_PER_KWH, finite_number
 from trainmeter.core.units import format_duration, format_si
 
@@ -32,13 +33,16 @@ def markdown(p: dict[str, Any]) -> str:
         ("exit state", _state(run)),
         ("model", _model_md(p.get("model"), why)),
         ("parameters", _params_md(p.get("model"), why)),
-        ("tokens", _big(p.get("tokens"))),
+        ("tokens", _tokens_md(p, why)),
+        ("samples", _samples_md(p)),
         ("steps", _count(p.get("steps"))),
         ("FLOPs spent", _flops_md(p, "flops_spent", "FLOP", why)),
         ("FLOPs per token", _flops_md(p, "flops_per_token", "FLOP/token", why)),
-        ("FLOPs per token, counted", fig("flops_per_token_counted", _counted_md)),
+        ("FLOPs per token, counted", fig("flops_per_token_counted", _counted_md("token"))),
+        ("FLOPs per sample, counted", fig("flops_per_sample_counted", _counted_md("sample"))),
         ("MFU", _mfu_md(p, why)),
-        ("throughput", fig("tokens_per_s_avg", _rate_md)),
+        ("HFU [counted]", _hfu_md(p, why)),
+        ("throughput", _throughput_md(p, why)),
         ("GPU-hours", fig("gpu_hours", lambda v: f"{v:.4g} GPU·h")),
         ("energy", fig("energy_j", _energy_md)),
         ("hardware", _hardware_md(p, why)),
@@ -199,12 +203,55 @@ def _mfu_md(p: dict, why: dict) -> str:
     return row + " · run averages"
 
 
-def _rate_md(v: float) -> str:
-    return f"{format_si(v, 'tokens/s')} (mean over the timed steps, not tokens over elapsed time)"
+def _tokens_md(p: dict, why: dict) -> str:
+    """The token count; none (with the core's reason) for a run whose inputs are not token
+    ids: its unknown tokens/s says why."""
+    if not p.get("tokens") and p.get("tokens_per_s_avg") is None and p.get("samples"):
+        reason = why.get("tokens_per_s_avg")
+        if reason and reason != passport.WHY_NO_TIMED_STEP:
+            return f"none ({reason})"
+    return _big(p.get("tokens"))
 
 
-def _counted_md(v: float) -> str:
-    return f"{format_si(v, 'FLOP/token')} (executed, measured once; beside MFU, not in it)"
+def _samples_md(p: dict) -> str:
+    """The sample count and the job's samples per step: "480 (16 per step)"."""
+    per = p.get("samples_per_step")
+    if not finite_number(per):
+        return _big(p.get("samples"))
+    return (
+        f"{_big(p.get('samples'))} ({int(per) if float(per).is_integer() else format_si(per)}"
+        " per step)"
+    )
+
+
+def _throughput_md(p: dict, why: dict) -> str:
+    """Tokens/s and samples/s as run means; samples/s first for a run without tokens."""
+    tok, smp = p.get("tokens_per_s_avg"), p.get("samples_per_s_avg")
+    t = _or(tok, why, "tokens_per_s_avg", lambda v: format_si(v, "tokens/s"))
+    s = _or(smp, why, "samples_per_s_avg", lambda v: format_si(v, "samples/s"))
+    if tok is None and smp is None:
+        return t
+    if tok is None:
+        return f"{s} (mean over the timed steps, not samples over elapsed time) · tokens/s {t}"
+    return f"{t} · {s} (means over the timed steps, not counts over elapsed time)"
+
+
+def _counted_md(unit: str):
+    def fmt(v: float) -> str:
+        return f"{format_si(v, f'FLOP/{unit}')} (executed, measured once; beside MFU, not in it)"
+
+    return fmt
+
+
+def _hfu_md(p: dict, why: dict) -> str:
+    """HFU [counted]: executed FLOPs of the counted step over the dense peak, a run average."""
+    h = p.get("hfu_counted") or {}
+    if h.get("value") is None:
+        return _unknown(why, "hfu_counted.value")
+    per = h.get("per") or "unit"
+    return (f"{_pct(h['value'])} [counted] (executed FLOPs per {per} of the counted step × "
+            f"{per}s/s over the devices' dense peak; run average; beside MFU, not in "
+            "it)")  # fmt: skip
 
 
 def _energy_md(j: float) -> str:

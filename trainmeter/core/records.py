@@ -57,7 +57,8 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     # used), `t` its start, `dur` its own seconds (less the spans inside it)
     "span": {"name": (str,), "dur": _NUM, "rank": (int,)},
     # one step's executed FLOPs under torch's FlopCounterMode (agent/flop_count.py): `flops` of
-    # the whole step, `tokens` the agent counted in it, `attention` one of ATTENTION, `mapped`
+    # the whole step, `tokens` and `samples` the agent counted in it (null: not known; absent
+    # in older logs), `attention` one of ATTENTION, `mapped`
     # the ops given a formula torch lacks, `not_counted` work that ran and no formula counted
     # (strings), `ops` FLOPs by op name (not checked)
     "flops_counted": {
@@ -65,6 +66,7 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
         "rank": (int,),
         "flops": _NUM,
         "tokens": _OPT_INT,
+        "samples": _OPT_INT,
         "attention": (str,),
         "mapped": (list, type(None)),
         "not_counted": (list, type(None)),
@@ -377,13 +379,14 @@ _DEEP = {
 
 
 def _check_counted(rec: dict) -> None:
-    """``flops_counted``: finite FLOPs >= 0, tokens > 0 when known, a known ``attention``,
-    ``not_counted`` strings."""
+    """``flops_counted``: finite FLOPs >= 0, tokens and samples > 0 when known, a known
+    ``attention``, ``not_counted`` strings."""
     if not (_finite(rec["flops"]) and rec["flops"] >= 0):
         raise RecordError(f"flops_counted: 'flops' must be finite and >= 0, got {rec['flops']!r}")
-    tokens = rec.get("tokens")
-    if tokens is not None and tokens <= 0:
-        raise RecordError(f"flops_counted: 'tokens' must be > 0 or null, got {tokens!r}")
+    for name in ("tokens", "samples"):
+        n = rec.get(name)
+        if n is not None and n <= 0:
+            raise RecordError(f"flops_counted: {name!r} must be > 0 or null, got {n!r}")
     if rec["attention"] not in ATTENTION:
         raise RecordError(f"flops_counted: 'attention' must be one of {ATTENTION}")
     if not all(isinstance(x, str) for x in rec.get("not_counted") or ()):

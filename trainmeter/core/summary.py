@@ -13,7 +13,9 @@ from trainmeter.core.units import format_duration, format_si
 
 
 def summary_line(snap: dict[str, Any]) -> str:
-    """``trainmeter: finished · 40 steps · 163.8 k tokens · ...`` from a snapshot dict."""
+    """``trainmeter: finished · 40 steps · 163.8 k tokens · ...`` from a snapshot dict; a run
+    whose inputs are not token ids (``tokens_missing``) gives its samples first, says why it
+    has no tokens; HFU [counted] (executed FLOPs) follows MFU, or stands alone without one."""
     run = snap.get("run") or {}
     conv = snap.get("convention") or "?"
     fpt = (snap.get("flops_per_token") or {}).get(conv)
@@ -26,21 +28,44 @@ def summary_line(snap: dict[str, Any]) -> str:
         parts = [f"trainmeter: {state}", f"watched process {process.get('pid', '?')} from "
                  "outside (no agent: no steps, tokens or FLOPs)"]  # fmt: skip
         return " · ".join([*parts, *_tail(snap, run)])
-    parts = [
-        f"trainmeter: {state}",
-        f"{snap.get('step', 0)} steps",
-        f"{format_si(snap.get('tokens'), 'tokens')}",
-        f"{format_si(snap.get('tokens_per_s_avg'), 'tokens/s')}",
-        f"{format_si(fpt, 'FLOP/token')} [{conv}]",
-    ]
+    parts = [f"trainmeter: {state}", f"{snap.get('step', 0)} steps"]
+    no_tokens = snap.get("tokens_missing")
+    if isinstance(no_tokens, str) and no_tokens:  # images, audio, tabular rows: samples first
+        counted = snap.get("flops_per_sample_counted")
+        parts += [format_si(snap.get("samples"), "samples"), samples_text(snap),
+                  f"no tokens: {no_tokens}"]  # fmt: skip
+        if counted is not None:
+            parts.append(f"{format_si(counted, 'FLOP/sample')} [counted]")
+    else:
+        parts += [
+            f"{format_si(snap.get('tokens'), 'tokens')}",
+            f"{format_si(snap.get('tokens_per_s_avg'), 'tokens/s')}",
+            samples_text(snap),
+            f"{format_si(fpt, 'FLOP/token')} [{conv}]",
+        ]
     mfu = (snap.get("mfu_avg") or {}).get(conv)
+    hfu = (snap.get("hfu_counted") or {}).get("avg")
     if mfu is not None:
-        pct = 100 * mfu
-        shown = (
-            f"{pct:.2g}" if 0 < abs(pct) < 0.1 else f"{pct:.1f}"
-        )  # never "0.0%" for a nonzero MFU
-        parts.append(f"MFU {shown}% [{conv}]")
+        parts.append(f"MFU {percent_text(mfu)} [{conv}]")
+    if isinstance(hfu, (int, float)):  # executed FLOPs: beside MFU, never called MFU
+        parts.append(f"HFU {percent_text(hfu)} [counted]")
     return " · ".join([*parts, *_tail(snap, run)])
+
+
+def percent_text(fraction: float) -> str:
+    """``"41.2%"``; a tiny nonzero fraction with two significant digits, never ``"0.0%"``."""
+    pct = 100 * fraction
+    return f"{pct:.2g}%" if 0 < abs(pct) < 0.1 else f"{pct:.1f}%"
+
+
+def samples_text(snap: dict[str, Any]) -> str:
+    """``"3.28 k samples/s (16/step)"``: the run's mean samples/s (``samples_per_s_avg``) and
+    the job's samples per step (``samples_per_step``), as the snapshot has them."""
+    per = snap.get("samples_per_step")
+    step = ""
+    if isinstance(per, (int, float)) and not isinstance(per, bool):
+        step = f" ({int(per) if float(per).is_integer() else format_si(per)}/step)"
+    return f"{format_si(snap.get('samples_per_s_avg'), 'samples/s')}{step}"
 
 
 def state_text(run: dict[str, Any]) -> str:

@@ -10,7 +10,11 @@ Series, each point with rank 0's optimizer step and its time:
 - what the training loop reported (``series`` records: ``train_loss``, ...), every name, at
   its own step (the step clock's when the record had none, as the engine does);
 - ``tokens_per_s`` (tokens over the last 20 timed steps), at each of rank 0's timed steps;
-- ``tokens``: tokens fed so far (all ranks), at each of rank 0's steps;
+- ``tokens``: tokens fed so far (all ranks), at each of rank 0's steps (none in a run whose
+  inputs are not token ids: it has no tokens, not 0 of them);
+- ``samples_per_s`` (every rank's own samples over its last 20 timed steps, summed: the
+  snapshot's ``samples_per_s`` as it stood), at each of rank 0's timed steps, for any model;
+- ``samples``: samples fed so far (all ranks), at each of rank 0's steps;
 - ``mfu/<convention>`` for every convention with FLOPs per token, when the run has a peak, at
   each of rank 0's timed steps: the engine's own chart series, the snapshot's MFU as it stood
   at that step (``Engine._chart_mfu``), which the dashboard draws as MFU over time;
@@ -78,14 +82,16 @@ def iter_points(
     eng.timeline = _Tap(charted)  # the engine's own chart points come out here
     start = None
     for rec in LogReader(lines):  # bad lines skipped, as replay skips them (core/logread.py)
+        timed_s = eng.clock.timed_s
         eng.apply(rec)
         if start is None:
             start = eng.run.get("started", rec["t"])
-        yield from _points(rec, eng, charted, rec["t"] - start)
+        timed = eng.clock.timed_s > timed_s  # a timed step of the step clock
+        yield from _points(rec, eng, charted, rec["t"] - start, timed)
         charted.clear()
 
 
-def _points(rec: dict, eng: Engine, charted: list, t: float) -> Iterator[Point]:
+def _points(rec: dict, eng: Engine, charted: list, t: float, timed: bool) -> Iterator[Point]:
     kind, step, now = rec["k"], eng.clock.step, rec["t"]
     if kind == "series":
         # every name (the engine charts the first 64 only), at the engine's step rule
@@ -96,6 +102,13 @@ def _points(rec: dict, eng: Engine, charted: list, t: float) -> Iterator[Point]:
         for name, y in charted:
             yield Point(name, step, t, now, y, TIME)
     elif kind == "step" and rec["rank"] == 0:
-        yield Point("tokens", step, t, now, eng.clock.tokens, STEP)
+        c = eng.clock
+        if c.tokens or not c.samples:  # a run fed no token ids has no tokens to chart
+            yield Point("tokens", step, t, now, c.tokens, STEP)
         for name, y in charted:  # tokens_per_s, then mfu/<c>
             yield Point(name, step, t, now, y, STEP)
+        if c.samples:
+            yield Point("samples", step, t, now, c.samples, STEP)
+        rate = eng.counts.rate(eng.world, samples=True) if timed else None
+        if rate is not None:  # computed here, not per step in the live engine
+            yield Point("samples_per_s", step, t, now, rate, STEP)
