@@ -27,11 +27,13 @@ def _hello(rank=0, world=1, pid=100):
 
 
 def _batch(rng, rank, step0, t0, n, *, jitter=False, seq=True, zeros=False, arr=False, agg=False,
-           back=False):  # fmt: skip
+           back=False, notok=False):  # fmt: skip
     dt = [int(k * 1000 + (rng.randint(0, 900) if jitter else 0)) for k in range(n)]
     if back and n > 3:
         dt[n // 2] = dt[n // 2 - 1]  # a repeated time: an untimed row
     tok = [rng.choice([0, 4096]) if zeros else 4096 * rng.randint(1, 3) for _ in range(n)]
+    if notok:  # an image model's: samples, no token ids
+        tok = [0] * n
     b = {"v": 1, "k": "steps", "rank": rank, "t0": t0, "dt_us": dt,
          "step": list(range(step0, step0 + n)), "tokens": tok, "samples": [8] * n}  # fmt: skip
     if seq:
@@ -83,6 +85,7 @@ CASES = {
     "arrivals": {"arr": True},
     "merged rows": {"agg": True},
     "a repeated time": {"back": True, "jitter": True},
+    "no tokens": {"notok": True, "jitter": True},
 }
 
 

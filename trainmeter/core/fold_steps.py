@@ -163,6 +163,9 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
             sc = math.fsum(window)
         add(rt / so if so > 0 else None)
         start = k + 1
+    if not counts.tokens:  # no tokens/s while no rank has counted a token (RankCounts.rate)
+        first = next((k for k, x in enumerate(toks) if x), m)
+        rates[:first] = [None] * first
     if math.inf in rates:  # Engine._chart_mfu would raise on that row: let apply() say so
         return None
     chart = _chart(eng, rates, steps, sqv, sqt, prior=list(c.recent), w=w)
@@ -296,16 +299,19 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     tsum, ssum = sum(toks), sum(smps)
     own.tokens += tsum
     own.samples += ssum
+    own.steps += m
     counts.tokens += tsum
     counts.samples += ssum
     own.last_t = counts.newest_t = t_end
     own.timed_tokens += tsum
+    own.timed_samples += ssum
     own.timed_s = got["to"]
     own.timed += m
-    own.recent.extend(zip(dts[-w:], toks[-w:], strict=True))
+    own.recent.extend(zip(dts[-w:], toks[-w:], smps[-w:], strict=True))
     while len(own.recent) > counts.window:
         own.recent.popleft()
     own.recent_tokens = got["rt"]
+    own.recent_samples = sum(map(itemgetter(2), own.recent))
     own.recent_s = got["so"]
     # the step clock (Engine._on_step, _Clock.push)
     c.tokens, c.samples = counts.tokens, counts.samples
