@@ -21,7 +21,17 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from trainmeter.core import catalog, flops, metrics, passport, peaks, plan, rank_models, reasons
+from trainmeter.core import (
+    catalog,
+    flops,
+    fold_steps,
+    metrics,
+    passport,
+    peaks,
+    plan,
+    rank_models,
+    reasons,
+)
 from trainmeter.core.drops import Drops, drop_text
 from trainmeter.core.hardware import HardwareState, gpu_means
 from trainmeter.core.options import LoggedOptions, from_record
@@ -82,6 +92,14 @@ HFU_WHY = {  # why hfu_counted.value is null (Engine._hfu); "yet" only while the
 _SAME_DIVISOR = frozenset(
     {"step", "series", "span", "step_clock", "tokens_counting", "flops_counted", "note", "dropped"}
 )
+
+
+class StepsFailed(Exception):
+    """``Engine.apply_steps``: row ``index`` of the batch raised ``error``."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(f"step row {index}: {type(error).__name__}: {error}")
+        self.index, self.error = index, error
 
 
 def clip(text: str, limit: int) -> str:
@@ -245,6 +263,26 @@ class Engine:
             handler(rec)
         if rec["k"] not in _SAME_DIVISOR:
             self._mfu_divisor = None  # devices or peak may have changed (_chart_mfu)
+
+    def apply_steps(self, steps, start: int = 0) -> None:
+        """Fold rows ``start`` on of a :class:`~trainmeter.core.records.Steps` batch (one
+        rank's step records as columns): the state :meth:`apply` of each row's record leaves,
+        in order; the common case a batch at a time (core/fold_steps.py), the rest row by row.
+
+        Raises:
+            StepsFailed: a row raised, as :meth:`apply` would on its record; the rows before
+                it are applied, those after it are not.
+        """
+        i, n = start, len(steps)
+        while i < n:
+            try:
+                j = fold_steps.fold(self, steps, i)
+                if j == i:
+                    self.apply(steps.row(i))
+                    j = i + 1
+            except Exception as exc:  # a bug or a shape validate() let through, in row i
+                raise StepsFailed(i, exc) from exc
+            i = j
 
     def note(self, text: str) -> None:
         """Keep a note for the person (the newest ``MAX_NOTES``, each cut to ``MAX_NOTE``); a
@@ -1131,7 +1169,17 @@ def replay(lines, now: float | None = None) -> Engine:
     from trainmeter.core.logread import LogReader
 
     eng, reader = Engine(), LogReader(lines)
-    for rec in reader:
+    for rec in reader.batches():  # consecutive step lines as columns (records.Steps)
+        if rec.__class__ is not dict:
+            start = 0
+            while start < len(rec):
+                try:
+                    eng.apply_steps(rec, start)
+                    break
+                except StepsFailed as exc:  # as below, for that row
+                    reader.count("step", f"apply failed: {type(exc.error).__name__}")
+                    start = exc.index + 1
+            continue
         try:
             eng.apply(rec)
         except Exception as exc:  # a validated record never should: count it, go on

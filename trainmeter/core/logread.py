@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from os import PathLike
 from typing import IO, Any
 
-from trainmeter.core.records import RecordError, validate
+from trainmeter.core.records import RecordError, Steps, validate
 
 MAX_LINE = 1 << 20  # bytes of one line (1 MiB)
 MAX_DEPTH = 64  # nesting of JSON arrays and objects in one line (records use 3)
@@ -37,6 +37,27 @@ MISSING = "missing lines"
 CUT = "last line cut short"
 _NONE = object()
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_INT = rb"(0|[1-9][0-9]*)"
+_COUNT = rb"(0|[1-9][0-9]*|null)"
+# a step line as the supervisor writes it (records.encode, store.RunLog's "n") that validate()
+# takes, nothing else: its fields in their order, each number as JSON writes it, the time a
+# float in [0, 1e11) as repr writes one (a point; an exponent only below 1e-4), ``n`` in
+# [1, 2**63); any other line is read by parse()
+_STEP_LINE = re.compile(
+    rb'\{"v":1,"k":"step","t":((?:0|[1-9][0-9]{0,10})\.[0-9]+|[1-9](?:\.[0-9]+)?e-[0-9]{1,3})'
+    rb',"step":'
+    + _INT
+    + rb',"rank":'
+    + _INT
+    + rb',"tokens":'
+    + _COUNT
+    + rb',"samples":'
+    + _COUNT
+    + rb'(,"seq_sq":'
+    + _COUNT
+    + rb")?"
+    + rb'(?:,"n":([1-9][0-9]{0,17}))?\}\n?'
+)
 _BRACKET = re.compile(rb"[\[\]{}]")
 
 
@@ -139,6 +160,92 @@ class LogReader:
         else:
             yield from self._read(_checked_lines(self.source))
 
+    def batches(self) -> Iterator[dict[str, Any] | Steps]:
+        """What iterating yields, with each run of consecutive step lines of one rank as one
+        :class:`~trainmeter.core.records.Steps` (``Engine.apply_steps`` folds it as the rows
+        one by one): the same records, skips and counts, read without a dict per step. A
+        batch is yielded before any line after it is counted, so counts keep their order.
+
+        Raises:
+            OSError: as iterating does.
+        """
+        if not isinstance(self.source, (str, PathLike)):
+            yield from self._batches(_checked_lines(self.source))
+            return
+        try:
+            with open(self.source, "rb") as f:
+                yield from self._batches(_bounded_lines(f))
+        except OSError as exc:  # a read error names no file: name the log
+            if exc.filename is not None:
+                raise
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.source)) from None
+
+    def _batches(self, lines: Iterable[bytes | str | None]) -> Iterator[dict[str, Any] | Steps]:
+        match = _STEP_LINE.fullmatch
+        fields: list[bytes] = []  # the open batch's numbers, 5 a line (no seq_sq: b"null")
+        key = None  # (rank, has seq_sq) of the open batch
+        prev: Any = _NONE  # a line parse() reads, held back one line (the last may be cut)
+        for line in lines:
+            m = match(line) if line.__class__ is bytes else None
+            if m is None:
+                if prev is not _NONE:
+                    if fields:
+                        yield self._flush(fields, key)
+                        fields = []
+                    rec = self._one(prev, last=False)
+                    if rec is not None:
+                        yield rec
+                prev = line
+                continue
+            if prev is not _NONE:  # read the line before this one first
+                if fields:
+                    yield self._flush(fields, key)
+                    fields = []
+                rec = self._one(prev, last=False)
+                prev = _NONE
+                if rec is not None:
+                    yield rec
+            self.lines += 1
+            g = m.groups()  # t, step, rank, tokens, samples, (,"seq_sq":x), x, n
+            if g[7] is not None:
+                n = int(g[7])
+                if n == self._high + 1 and n != 1:  # the next line, as it should be
+                    self._high = n
+                    self.numbered = True
+                else:  # out of order, a repeat or a restart: counted by _in_sequence
+                    if fields:
+                        yield self._flush(fields, key)
+                        fields = []
+                    if not self._in_sequence_n(n, line):
+                        self.count("step", DUPLICATE)
+                        continue
+            k = (g[2], g[5] is not None)
+            if k != key and fields:
+                yield self._flush(fields, key)
+                fields = []
+            key = k
+            fields += (g[0], g[1], g[3], g[4], g[6] or b"null")
+        if fields:
+            yield self._flush(fields, key)
+        if prev is not _NONE:
+            rec = self._one(prev, last=True)
+            if rec is not None:
+                yield rec
+
+    def _flush(self, fields: list[bytes], key: tuple) -> Steps:
+        """The open batch's lines as columns: their numbers read by json itself (so each is
+        the int, float or None a line's parse gives)."""
+        values = json.loads(b"[" + b",".join(fields) + b"]")
+        ts = values[0::5]
+        n = len(ts)
+        self.records += n
+        top = max(ts)
+        if self.last_t is None or top > self.last_t:
+            self.last_t = top
+        rank, with_sq = key
+        return Steps(1, int(rank), ts, values[1::5], values[2::5], values[3::5],
+                     values[4::5] if with_sq else None)  # fmt: skip
+
     def _read(self, lines: Iterable[bytes | str | None]) -> Iterator[dict[str, Any]]:
         prev: Any = _NONE  # one line behind: the last line is read knowing it is the last
         for line in lines:
@@ -184,6 +291,9 @@ class LogReader:
         n = rec.get("n")
         if n is None:
             return True
+        return self._in_sequence_n(n, line)
+
+    def _in_sequence_n(self, n: int, line: bytes | str) -> bool:
         self.numbered = True
         if n == 1:
             raw = (

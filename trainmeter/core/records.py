@@ -436,6 +436,18 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
     Raises:
         RecordError: invalid JSON, an invalid record, or ragged columns.
     """
+    got = decode_batch(line)
+    return got.rows() if isinstance(got, Steps) else got
+
+
+def decode_batch(line: bytes | str) -> list[dict[str, Any]] | Steps:
+    """:func:`decode_wire` without expanding a non-empty ``steps`` batch: its rows as a
+    :class:`Steps` of columns (what the supervisor writes and folds without a dict per step;
+    ``Steps.rows()`` is what :func:`decode_wire` returns), else the same list of records.
+
+    Raises:
+        RecordError: as :func:`decode_wire`, with the same messages.
+    """
     try:
         rec = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -444,7 +456,8 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
         return _spans(rec)
     if not isinstance(rec, dict) or rec.get("k") != "steps":
         return [validate(rec)]
-    cols = [_step_times(rec), *(rec.get(c) for c in ("step", "tokens", "samples"))]
+    times = _step_times(rec)
+    cols = [times, *(rec.get(c) for c in ("step", "tokens", "samples"))]
     sq = rec.get("seq_sq")
     if sq is not None:
         cols.append(sq)
@@ -454,25 +467,45 @@ def decode_wire(line: bytes | str) -> list[dict[str, Any]]:
             "'seq_sq') must be equal-length lists"
         )
     rank, v = rec.get("rank", 0), rec.get("v")
+    # what the rows' records hold: a count of 0 is null (none seen), as one record each says
+    tokens, samples = _or_none(cols[2]), _or_none(cols[3])
+    seq_sq = None if sq is None else _or_none(sq)
+    arr = None
     if sq is not None and rec.get("arr_us") is not None:
-        return _with_merged(rec, _with_arrivals(rec, cols, rank, v))
-    if sq is None:
-        out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
-                "samples": smp or None} for t, n, tok, smp in zip(*cols, strict=True)]  # fmt: skip
-    else:
-        out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
-                "samples": smp or None, "seq_sq": q or None}
-               for t, n, tok, smp, q in zip(*cols, strict=True)]  # fmt: skip
-    if out:  # what validate() checks of each record, a column at a time (the supervisor's
-        validate(out[0])  # CPU per step: docs/performance.md); the first in full
+        arr = _arrivals(rec["arr_us"], times)
+    batch = Steps(v, rank, times, cols[1], tokens, samples, seq_sq, arr)
+    if times:  # what validate() checks of each record, a column at a time (the supervisor's
+        validate(batch.row(0))  # CPU per step: docs/performance.md); the first in full
         _check_step_columns(*cols)
-    return _with_merged(rec, out)
+        if arr is not None and not all(a is None or (_finite(a) and 0 <= a < MAX_TIME)
+                                       for a in arr):  # fmt: skip
+            raise RecordError("step: 'arr' must be a finite number of seconds in [0, 1e11)")
+    batch.agg = _merged_column(rec, len(times))
+    return batch if times else []
 
 
-def _with_merged(rec: dict, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The step records of a batch, each given its ``agg`` from the batch's ``agg`` column
-    (optional: how many steps a row stands for; null or 1 is one step, and the row's record
-    has no ``agg``).
+def _or_none(col: list) -> list:
+    """``col`` with each 0 as None (a step's record says null for a count of none)."""
+    return [x or None for x in col] if 0 in col else col
+
+
+def _arrivals(arr_us: Any, times: list) -> list:
+    """Each step's ``arr`` (s since the epoch, None where unknown) from a batch's ``arr_us``
+    column (whole microseconds before the step's time).
+
+    Raises:
+        RecordError: a column of another length, or a value neither an int nor null.
+    """
+    if not isinstance(arr_us, list) or len(arr_us) != len(times):
+        raise RecordError("steps batch: 'arr_us' must be a list as long as 'step'")
+    if not all(a is None or type(a) is int for a in arr_us):
+        raise RecordError("step: 'arr_us' must hold whole microseconds or null")
+    return [None if a is None else t - a / 1e6 for t, a in zip(times, arr_us, strict=True)]
+
+
+def _merged_column(rec: dict, n: int) -> list | None:
+    """A batch's ``agg`` column as the rows' records hold it (None for one step), or None
+    when no row stands for more than one step.
 
     Raises:
         RecordError: an ``agg`` column of another length, or a row not a whole number of
@@ -480,39 +513,86 @@ def _with_merged(rec: dict, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     agg = rec.get("agg")
     if agg is None:
-        return out
-    if not isinstance(agg, list) or len(agg) != len(out):
+        return None
+    if not isinstance(agg, list) or len(agg) != n:
         raise RecordError("steps batch: 'agg' must be a list as long as 'step'")
-    for row, k in zip(out, agg, strict=True):
+    out, merged = [], False
+    for k in agg:
         if k is None or (type(k) is int and k == 1):
+            out.append(None)
             continue
         if type(k) is not int or not 1 <= k < MAX_AGG:
             raise RecordError("step: 'agg' must be a whole number of steps in [1, 2**53)")
-        row["agg"] = k
-    return out
+        out.append(k)
+        merged = True
+    return out if merged else None
 
 
-def _with_arrivals(rec: dict, cols: list, rank: int, v: Any) -> list[dict[str, Any]]:
-    """The step records of a batch with an ``arr_us`` column (``seq_sq`` present too); a
-    step with no arrival has no ``arr``."""
-    arr_us = rec["arr_us"]
-    if not isinstance(arr_us, list) or len(arr_us) != len(cols[0]):
-        raise RecordError("steps batch: 'arr_us' must be a list as long as 'step'")
-    if not all(a is None or type(a) is int for a in arr_us):
-        raise RecordError("step: 'arr_us' must hold whole microseconds or null")
-    arr = [None if a is None else t - a / 1e6 for t, a in zip(cols[0], arr_us, strict=True)]
-    out = [{"v": v, "k": "step", "t": t, "step": n, "rank": rank, "tokens": tok or None,
-            "samples": smp or None, "seq_sq": q or None}
-           for t, n, tok, smp, q in zip(*cols, strict=True)]  # fmt: skip
-    for row, a in zip(out, arr, strict=True):
-        if a is not None:  # a step without one is the record it always was
-            row["arr"] = a
-    if out:
-        validate(out[0])
-        _check_step_columns(*cols)
-        if not all(a is None or (_finite(a) and 0 <= a < MAX_TIME) for a in arr):
-            raise RecordError("step: 'arr' must be a finite number of seconds in [0, 1e11)")
-    return out
+class Steps:
+    """One rank's step records as columns: a decoded wire ``steps`` batch, or consecutive
+    step lines of a run log (core/logread.py). Each column holds what the rows' ``step``
+    records hold (``tokens`` None for none seen; ``arr`` in s since the epoch, None where
+    unknown; ``agg`` None for one step); ``seq_sq``, ``arr`` and ``agg`` are None when no row
+    has the field. ``Engine.apply_steps`` folds it as ``Engine.apply`` of each row would,
+    and ``step_lines`` writes its log lines, without building a dict per step.
+    """
+
+    __slots__ = ("agg", "arr", "rank", "samples", "seq_sq", "step", "t", "tokens", "v")
+
+    def __init__(self, v: Any, rank: Any, t: list, step: list, tokens: list, samples: list,
+                 seq_sq: list | None = None, arr: list | None = None,
+                 agg: list | None = None) -> None:  # fmt: skip
+        self.v, self.rank, self.t, self.step = v, rank, t, step
+        self.tokens, self.samples, self.seq_sq = tokens, samples, seq_sq
+        self.arr, self.agg = arr, agg
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def row(self, i: int) -> dict[str, Any]:
+        """Row ``i`` as its ``step`` record (the keys in :func:`decode_wire`'s order)."""
+        rec = {"v": self.v, "k": "step", "t": self.t[i], "step": self.step[i], "rank": self.rank,
+               "tokens": self.tokens[i], "samples": self.samples[i]}  # fmt: skip
+        if self.seq_sq is not None:
+            rec["seq_sq"] = self.seq_sq[i]
+        if self.arr is not None and self.arr[i] is not None:
+            rec["arr"] = self.arr[i]
+        if self.agg is not None and self.agg[i] is not None:
+            rec["agg"] = self.agg[i]
+        return rec
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row as its ``step`` record."""
+        return [self.row(i) for i in range(len(self.step))]
+
+
+def step_lines(b: Steps, n: int) -> bytes | None:
+    """The run-log lines of ``b``'s rows, stamped ``"n"`` from ``n`` on: byte for byte
+    :func:`encode` of each row's record with its ``n`` appended (``store.RunLog``), in one
+    call; None for a batch this does not format (merged rows, a time that is not a float)."""
+    if b.agg is not None or type(b.v) is not int or type(b.rank) is not int:
+        return None
+    if set(map(type, b.t)) != {float}:  # finite: checked when decoded
+        return None
+    head = '{{"v":' + str(b.v) + ',"k":"step","t":{!r},"step":{},"rank":' + str(b.rank) + ","
+    cols = [b.t, b.step, _json_ints(b.tokens), _json_ints(b.samples)]
+    if b.seq_sq is None:
+        tail = '"tokens":{},"samples":{},"n":{}}}\n'
+    elif b.arr is None:
+        tail = '"tokens":{},"samples":{},"seq_sq":{},"n":{}}}\n'
+        cols.append(_json_ints(b.seq_sq))
+    else:
+        if set(map(type, b.arr)) - {float, type(None)}:
+            return None
+        tail = '"tokens":{},"samples":{},"seq_sq":{},{}"n":{}}}\n'
+        cols += [_json_ints(b.seq_sq), ["" if a is None else f'"arr":{a!r},' for a in b.arr]]
+    cols.append(range(n, n + len(b.step)))
+    return "".join(map((head + tail).format, *cols)).encode()
+
+
+def _json_ints(col: list) -> list:
+    """A column of ints and None as JSON writes each (``null`` for None)."""
+    return ["null" if x is None else x for x in col] if None in col else col
 
 
 def _check_step_columns(times: list, steps: list, tokens: list, samples: list,
@@ -523,13 +603,26 @@ def _check_step_columns(times: list, steps: list, tokens: list, samples: list,
         RecordError: a time that is not a finite number, a step that is not an int, or tokens,
             samples or seq_sq that are neither an int nor null (bool is no number here either).
     """
-    if not all(type(t) in (int, float) and _finite(t) and 0 <= t < MAX_TIME for t in times):
+    if not _times_ok(times) and not all(
+        type(t) in (int, float) and _finite(t) and 0 <= t < MAX_TIME for t in times
+    ):
         raise RecordError("step: 't' must be a finite number of seconds in [0, 1e11)")
-    if not all(type(n) is int for n in steps):
+    if set(map(type, steps)) - {int}:
         raise RecordError("step: field 'step' must be an int")
     for name, col in (("tokens", tokens), ("samples", samples), ("seq_sq", seq_sq or ())):
-        if not all(x is None or type(x) is int for x in col):
+        if set(map(type, col)) - _INT_OR_NONE:
             raise RecordError(f"step: field {name!r} must be an int or null")
+
+
+_INT_OR_NONE = {int, type(None)}
+
+
+def _times_ok(times: list) -> bool:
+    """Every time a finite float in [0, 1e11), checked by columns (False: look row by row)."""
+    if set(map(type, times)) != {float}:
+        return False
+    total = sum(times)  # finite when every time is (an overflow: row by row)
+    return total - total == 0.0 and min(times) >= 0 and max(times) < MAX_TIME
 
 
 def _step_times(rec: dict) -> list | None:
@@ -538,7 +631,7 @@ def _step_times(rec: dict) -> list | None:
     t0, dt = rec.get("t0"), rec.get("dt_us")
     if dt is None:
         return rec.get("t")
-    if not _is(t0, (int, float)) or not isinstance(dt, list) or not all(_is(d, (int,)) for d in dt):
+    if not _is(t0, (int, float)) or not isinstance(dt, list) or set(map(type, dt)) - {int}:
         raise RecordError("steps batch: 't0' must be a number and 'dt_us' whole numbers")
     return [t0 + d / 1e6 for d in dt]
 

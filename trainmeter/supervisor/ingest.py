@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from trainmeter.core.records import RecordError, decode_wire
+from trainmeter.core.records import RecordError, Steps, decode_batch, decode_wire
 from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.store import job_world_size
 
@@ -328,7 +328,7 @@ class _Handler(socketserver.StreamRequestHandler):
                 live.count_drop("cut at end of run", _records_in(line))
                 continue
             try:
-                recs = decode_wire(line)
+                recs = decode_batch(line)  # a steps batch stays columns (records.Steps)
             except (RecordError, RecursionError) as exc:  # RecursionError: JSON nested too deep
                 live.count_drop("malformed record",
                                 note=f"dropped a malformed record from pid {who.pid}: "
@@ -405,9 +405,11 @@ class _Agent:
         cap = self.world_cap
         return cap is None or world <= cap
 
-    def refuse(self, recs: list[dict]) -> str | None:
+    def refuse(self, recs: list[dict] | Steps) -> str | None:
         """Why ``recs`` (one line's records) may not come from this connection, or None.
         A batch (more than one record) is one rank's steps or spans: its first says."""
+        if isinstance(recs, Steps):  # one rank's steps (validated: an int rank)
+            return None if recs.rank == self.rank else "rank differs from hello"
         rec = recs[0] if recs else {}
         kind = rec.get("k")
         if kind in SUPERVISOR_KINDS or (kind == "dropped" and rec.get("source") != "agent"):

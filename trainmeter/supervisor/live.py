@@ -19,7 +19,7 @@ from typing import Any
 
 from trainmeter._version import __version__
 from trainmeter.core import records
-from trainmeter.core.engine import Engine
+from trainmeter.core.engine import Engine, StepsFailed
 from trainmeter.core.redact import redact_argv
 from trainmeter.supervisor.store import RunLog, job_facts, new_run_id, run_folder_name, runs_dir
 
@@ -171,6 +171,8 @@ class Live:
         record, source ``supervisor``) and never written: what is in the log is what the
         engine applied, so a replay rebuilds it (docs/reliability.md).
         """
+        if isinstance(recs, records.Steps):
+            return self._ingest_steps(recs)
         with self.cond:
             if self.log is None:
                 self.dropped += len(recs)
@@ -196,6 +198,41 @@ class Live:
                 self._agent_counts[one.get("pid")] = one["counts"]  # compares with
             for why, n in bad.items():  # after the lines: the log's order is the engine's
                 self.count_drop(why, n)
+            self._flush_drops()
+            self.version += 1
+            self.cond.notify_all()
+            return True
+
+    def _ingest_steps(self, steps: records.Steps) -> bool:
+        """:meth:`ingest` of a steps batch's rows (``records.decode_batch``): folded by
+        ``Engine.apply_steps`` and written by ``RunLog.append_steps``, the same state and
+        the same lines as the rows one by one, without a dict per step. A row the engine
+        raises on is counted and not written, as there."""
+        with self.cond:
+            if self.log is None:
+                self.dropped += len(steps)
+                return False
+            bad: dict[str, int] = {}
+            done, start, n = [], 0, len(steps)
+            while start < n:
+                try:
+                    self.engine.apply_steps(steps, start)
+                except StepsFailed as exc:
+                    done.append((start, exc.index))
+                    why = f"apply failed: {type(exc.error).__name__}"
+                    bad[why] = bad.get(why, 0) + 1
+                    start = exc.index + 1
+                else:
+                    done.append((start, n))
+                    break
+            if done == [(0, n)]:
+                self.log.append_steps(steps)
+            else:
+                self.log.append_lines([records.encode(steps.row(i))
+                                       for a, b in done for i in range(a, b)])  # fmt: skip
+            self._after_write()
+            for why, count in bad.items():  # after the lines: the log's order is the engine's
+                self.count_drop(why, count)
             self._flush_drops()
             self.version += 1
             self.cond.notify_all()

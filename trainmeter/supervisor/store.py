@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from trainmeter.core.envnames import JOB_ID
-from trainmeter.core.records import encode
+from trainmeter.core.records import Steps, encode, step_lines
 
 DEFAULT_ROOT = Path(".trainmeter")
 MAX_PENDING_BYTES = 256 << 20  # held in memory while the disk refuses writes
@@ -224,6 +224,18 @@ class RunLog:
             room -= len(stamped)
             self._pending += stamped
         self.n = n
+        self._drain()
+
+    def append_steps(self, steps: Steps) -> None:
+        """Write the ``step`` lines of a :class:`~trainmeter.core.records.Steps` batch: the
+        lines :meth:`append_lines` would write for ``encode`` of each row, formatted in one
+        call (:func:`~trainmeter.core.records.step_lines`) when the disk takes writes."""
+        text = None if self._pending else step_lines(steps, self.n + 1)
+        if text is None or len(text) > MAX_PENDING_BYTES:
+            self.append_lines([encode(r) for r in steps.rows()])
+            return
+        self.n += len(steps)
+        self._pending += text
         self._drain()
 
     def _drain(self) -> None:

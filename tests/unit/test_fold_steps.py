@@ -1,0 +1,232 @@
+"""A steps batch folded a batch at a time (``Engine.apply_steps``, core/fold_steps.py) and
+written in one call (``RunLog.append_steps``) leaves exactly what its rows one by one leave:
+the same snapshot, chart history, log bytes and raised rows, in the common case and in each
+case it hands back to ``Engine.apply``."""
+
+import json
+import random
+
+import pytest
+
+from trainmeter.core import records
+from trainmeter.core.engine import Engine, StepsFailed
+from trainmeter.supervisor.live import Live
+
+T0 = 1.7e9
+MODEL = {"v": 1, "k": "model", "t": T0 + 1, "params": 124_000_000,
+         "embedding_params": 40_000_000, "token_embedding_params": 38_000_000, "layers": 12,
+         "width": 768, "heads": 12, "kv_heads": 12, "head_dim": 64, "ffn": 3072,
+         "gated_mlp": False, "vocab": 50257, "seq_len": 512, "tied_embeddings": True,
+         "device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "dtype": "bfloat16",
+         "run_dtype": "bfloat16", "rank": 0}  # fmt: skip
+
+
+def _hello(rank=0, world=1, pid=100):
+    return {"v": 1, "k": "agent_hello", "t": T0 + 0.5, "pid": pid + rank, "rank": rank,
+            "world_size": world, "host": "h", "python": "3.11"}  # fmt: skip
+
+
+def _batch(rng, rank, step0, t0, n, *, jitter=False, seq=True, zeros=False, arr=False, agg=False,
+           back=False, notok=False):  # fmt: skip
+    dt = [int(k * 1000 + (rng.randint(0, 900) if jitter else 0)) for k in range(n)]
+    if back and n > 3:
+        dt[n // 2] = dt[n // 2 - 1]  # a repeated time: an untimed row
+    tok = [rng.choice([0, 4096]) if zeros else 4096 * rng.randint(1, 3) for _ in range(n)]
+    if notok:  # an image model's: samples, no token ids
+        tok = [0] * n
+    b = {"v": 1, "k": "steps", "rank": rank, "t0": t0, "dt_us": dt,
+         "step": list(range(step0, step0 + n)), "tokens": tok, "samples": [8] * n}  # fmt: skip
+    if seq:
+        b["seq_sq"] = [x * rng.choice([512, 256]) if jitter else x * 512 for x in tok]
+    if arr:
+        b["arr_us"] = [rng.choice([None, 300]) for _ in range(n)]
+    if agg:
+        b["agg"] = [rng.choice([None, 1, 3]) for _ in range(n)]
+    return (json.dumps(b, separators=(",", ":")) + "\n").encode()
+
+
+def _lines(seed, ranks=1, **kw):
+    rng = random.Random(seed)
+    out, step, t = [], 1, T0 + 10
+    for _ in range(rng.randint(30, 60)):
+        n = rng.randint(0, 60)
+        for rank in range(ranks):
+            out.append(_batch(rng, rank, step, t, n, **kw))
+        step += n
+        t += n * 0.001 + rng.choice([0.0005, 0.2])
+    return out
+
+
+def _run(tmp_path, name, lines, *, batched, peak=True, ranks=1, segments=()):
+    live = Live(root=tmp_path / name, clock=lambda: T0)
+    live.open_run("x", ["x"], {"peak_flops": 1e15} if peak else {})
+    for rank in range(ranks):
+        live.ingest([records.validate(_hello(rank, ranks))])
+    live.ingest([records.validate(MODEL)])
+    for k, line in enumerate(lines):
+        if k in segments:
+            live.ingest([records.make("note", T0 + 5, text="x")])
+            live.engine.apply(records.make("segment_start", T0 + 10 + k, segment=k))
+        got = records.decode_batch(line) if batched else records.decode_wire(line)
+        live.ingest(got)
+    snap = live.snapshot()
+    snap["run"] = {k: v for k, v in snap["run"].items() if k not in ("id", "log")}  # the folder's
+    history = live.engine.timeline.full()
+    log = live.log_path.read_bytes().split(b"\n", 1)[1]  # after run_start (its id, its folder)
+    live.close_run("ok")
+    return snap, history, log, live.engine
+
+
+CASES = {
+    "plain": {},
+    "jitter and lengths": {"jitter": True},
+    "no seq_sq": {"seq": False},
+    "zero counts": {"zeros": True, "jitter": True},
+    "arrivals": {"arr": True},
+    "merged rows": {"agg": True},
+    "a repeated time": {"back": True, "jitter": True},
+    "no tokens": {"notok": True, "jitter": True},
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_batch_folds_as_its_rows_one_by_one(tmp_path, case, seed):
+    lines = _lines(seed, **CASES[case])
+    one = _run(tmp_path, "one", lines, batched=False)
+    many = _run(tmp_path, "many", lines, batched=True)
+    assert many[0] == one[0]  # snapshot, field by field
+    assert many[1] == one[1]  # chart history with its sequence numbers
+    assert many[2] == one[2]  # log, byte for byte
+
+
+@pytest.mark.parametrize("peak", [True, False])
+def test_two_ranks_and_segments_fold_as_rows(tmp_path, peak):
+    lines = _lines(3, ranks=2, jitter=True)
+    one = _run(tmp_path, "one", lines, batched=False, peak=peak, ranks=2, segments={5, 9})
+    many = _run(tmp_path, "many", lines, batched=True, peak=peak, ranks=2, segments={5, 9})
+    assert many[:3] == one[:3]
+
+
+def test_a_segment_restart_and_a_small_timeline_fold_as_rows(tmp_path):
+    lines = _lines(4, jitter=True)
+    one = _run(tmp_path, "one", lines, batched=False, segments={3, 4, 20})
+    many = _run(tmp_path, "many", lines, batched=True, segments={3, 4, 20})
+    assert many[:3] == one[:3]
+
+
+def test_the_windows_are_summed_afresh_at_the_same_steps(tmp_path):
+    rng = random.Random(5)
+    lines, t = [], T0 + 10
+    for k in range(40):  # 4,000 steps: past several multiples of 1024, at odd offsets
+        lines.append(_batch(rng, 0, 1 + k * 100, t, 100, jitter=True))
+        t += 0.1 + 0.0001 * k
+    one = _run(tmp_path, "one", lines, batched=False)
+    many = _run(tmp_path, "many", lines, batched=True)
+    assert many[:3] == one[:3]
+    a, b = one[3], many[3]
+    assert a.clock.recent_s == b.clock.recent_s
+    assert a.counts.own[0].recent_s == b.counts.own[0].recent_s
+    assert a.ranks.ranks[0].recent_s == b.ranks.ranks[0].recent_s
+
+
+def test_a_row_that_raises_is_counted_and_not_written_as_one_by_one(tmp_path):
+    # 5e-324 s between two steps: tokens/s is infinite, and MFU's check raises on that row
+    tiny = {"v": 1, "k": "steps", "rank": 0, "t": [0.0, 5e-324, 1e-323, 1.0, 2.0],
+            "step": [1, 2, 3, 4, 5], "tokens": [64] * 5, "samples": [1] * 5,
+            "seq_sq": [64 * 64] * 5}  # fmt: skip
+    lines = [json.dumps(tiny).encode()]
+    one = _run(tmp_path, "one", lines, batched=False)
+    many = _run(tmp_path, "many", lines, batched=True)
+    assert many[:3] == one[:3]
+    assert "apply failed: ValueError" in json.dumps(one[0]["dropped"])
+
+
+def test_apply_steps_names_the_row_that_raised():
+    eng = Engine()
+    b = records.Steps(1, 0, [T0, T0 + 1], [1, 2], [1, 1], [1, 1])
+    eng.rank_clocks = None  # any row raises
+    with pytest.raises(StepsFailed) as got:
+        eng.apply_steps(b)
+    assert got.value.index == 0
+
+
+def test_step_lines_are_what_encode_and_the_stamp_write():
+    b = records.Steps(1, 2, [T0 + 0.1, T0 + 0.25], [7, 8], [None, 5], [3, None], [None, 9],
+                      [None, T0])  # fmt: skip
+    want = b"".join(
+        records.encode(r)[:-2] + b',"n":%d}\n' % n for n, r in enumerate(b.rows(), start=4)
+    )
+    assert records.step_lines(b, 4) == want
+    assert records.step_lines(records.Steps(1, 0, [1], [1], [1], [1]), 1) is None  # int time
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_unrolled_thinning_keeps_what_the_point_by_point_rule_keeps(seed):
+    from trainmeter.core import timeline
+
+    rng = random.Random(seed)
+    for _ in range(300):
+        ys = [float(rng.choice([0, 1, 2, 3, -0.0, 0.5])) for _ in range(rng.randint(0, 80))]
+        full = len(ys) // 2 - (len(ys) // 2) % 4
+        assert timeline._keep_floats(ys, full) == timeline._keep_any(ys, full)
+    assert not timeline._finite_floats([1.0, float("nan")])
+    assert not timeline._finite_floats([1.0, float("inf")])
+    assert not timeline._finite_floats([1.0, 2])
+
+
+def _replay_rows(lines):
+    """Replay as it was: every record of the reader, one by one."""
+    from trainmeter.core.engine import _log_read
+    from trainmeter.core.logread import LogReader
+
+    eng, reader = Engine(), LogReader(lines)
+    for rec in reader:
+        try:
+            eng.apply(rec)
+        except Exception as exc:
+            reader.count(rec["k"], f"apply failed: {type(exc).__name__}")
+    eng.log_read = _log_read(reader)
+    if eng.log_read is not None:
+        eng.note(eng.log_read["text"])
+    if eng.run["state"] in ("running", "idle") and eng.last_t is not None:
+        eng.end_unclosed()
+    return eng
+
+
+def _damaged(log: bytes, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    lines = log.splitlines(keepends=True)
+    for _ in range(rng.randint(1, 12)):
+        k = rng.randrange(len(lines))
+        what = rng.choice(["dup", "drop", "swap", "junk", "nan", "unnumbered", "int t", "cut"])
+        if what == "dup":
+            lines.insert(k, lines[k])
+        elif what == "drop":
+            del lines[k]
+        elif what == "swap" and k + 1 < len(lines):
+            lines[k], lines[k + 1] = lines[k + 1], lines[k]
+        elif what == "junk":
+            lines.insert(k, b'{"v":1,"k":"step","t":1e400,"step":1,"rank":0}\n')
+        elif what == "nan":
+            lines[k] = lines[k].replace(b'"tokens":', b'"tokens":-')
+        elif what == "unnumbered":
+            lines[k] = lines[k].split(b',"n":')[0] + b"}\n"
+        elif what == "int t":
+            lines[k] = lines[k].replace(b'"t":17', b'"t":1', 1).replace(b".", b"", 1)
+        elif what == "cut":
+            lines[-1] = lines[-1][: len(lines[-1]) // 2]
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_replay_by_batches_is_replay_line_by_line_on_any_log(tmp_path, seed):
+    from trainmeter.core.engine import replay
+
+    lines = _lines(seed, jitter=seed % 2 == 0, zeros=seed == 3)
+    log = _run(tmp_path, "x", lines, batched=True, segments={4})[2]
+    for k in range(3):
+        damaged = _damaged(log, seed * 10 + k) if k else log.splitlines(keepends=True)
+        a, b = replay(damaged), _replay_rows(damaged)
+        assert a.snapshot() == b.snapshot()
+        assert a.timeline.full() == b.timeline.full()

@@ -1,0 +1,335 @@
+"""Many step records of one rank folded at once: ``Engine.apply_steps``'s common case.
+
+A run of one rank sends its steps in batches (a wire ``steps`` batch per agent flush, or
+consecutive step lines of a run log); folding each as its own record costs a dict, a dozen
+calls and four sliding windows per step. :func:`fold` folds a batch's rows into the same
+state ``Engine.apply`` of each row's record would leave, the same float operations in the same
+order (every running sum is carried row by row; what only the last rows decide, such as a
+window's contents, is taken at the end), and hands the chart its points a list at a time
+(``Timeline.extend_rows``). It takes only the case it can prove equal: one rank that is the
+step clock, a world of one, each row timed (later than the one before), counts in range, no
+arrival or merged rows; anything else (and whatever a row would raise on) is left to
+``Engine.apply``, row by row. Pure standard library.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import repeat
+from operator import itemgetter, lt, mul, sub
+from typing import Any
+
+from trainmeter.core import flops
+
+MAX_COUNT = 2**53  # as engine.MAX_COUNT (steps, tokens, samples must be below)
+RESUM = 1023  # the windows' float sums are summed afresh each 1024 steps (engine, ranks, ...)
+FEW = 4  # rows fewer than this go to Engine.apply one by one: a batch's own work costs more
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+
+
+def fold(eng: Any, b: Any, i: int) -> int:
+    """Fold rows ``i`` on of the steps batch ``b`` into the engine ``eng`` when they are the
+    common case (module docstring); returns the end of the rows folded (``i``: none, so
+    ``Engine.apply`` takes row ``i``). Raises nothing for a batch it takes."""
+    n = len(b)
+    if n - i < FEW or b.agg is not None or b.arr is not None:
+        return i
+    rank, c = b.rank, eng.clock
+    rc = eng.rank_clocks.get(rank)
+    if rc is None or len(eng.rank_clocks) != 1 or eng.clock_rank != rank or eng.world != 1:
+        return i
+    last = rc.last_t
+    counts, ranks = eng.counts, eng.ranks
+    own, r = counts.own.get(rank), ranks.ranks.get(rank)
+    if last is None or c.last_t != last or own is None or len(counts.own) != 1 or r is None:
+        return i
+    if ranks._agents_seen != len(eng.agents) or counts.newest_t is None:
+        return i
+    ts = b.t[i:] if i else b.t
+    end = _clean(ts, b, i, last, counts.newest_t)
+    if end == 0:
+        return i
+    if end < len(ts):
+        ts = ts[:end]
+    j = i + end
+    got = _rows(eng, b, i, j, ts, last, rc, r, own)
+    if got is None:
+        return i
+    _commit(eng, got, ts, rc, r, own)
+    return j
+
+
+def _clean(ts: list, b: Any, i: int, last: float, newest: float) -> int:
+    """How many rows from ``i`` on are the common case: each later than the one before (the
+    first later than ``last``, not before ``newest``), its step and counts in range."""
+    if not (ts[0] > last and ts[0] >= newest):
+        return 0
+    cols = [b.step, b.tokens, b.samples] + ([b.seq_sq] if b.seq_sq is not None else [])
+    if i:
+        cols = [col[i:] for col in cols]
+    if all(map(lt, ts, ts[1:])) and all(_in_range(col) for col in cols):
+        return len(ts)
+    for k, t in enumerate(ts):  # a rare batch: its clean rows up to the first that is not
+        if (k and not t > ts[k - 1]) or not all(_in_range(col[k : k + 1]) for col in cols):
+            return k
+    return len(ts)
+
+
+def _in_range(col: list) -> bool:
+    """Every int of ``col`` (None aside) in [0, 2**53)."""
+    if None in col:
+        col = [x for x in col if x is not None]
+    return not col or (min(col) >= 0 and max(col) < MAX_COUNT)
+
+
+def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -> dict | None:
+    """The rows' sums, row by row as ``Engine._on_step`` makes them, and the chart's points;
+    None when the rows are not the common case after all (then nothing was changed)."""
+    c, counts = eng.clock, eng.counts
+    w = c.recent.maxlen
+    if not (r.recent.maxlen == w == counts.window):
+        return None
+    prior_dt = list(map(_FIRST, c.recent))
+    prior_tok = list(map(_SECOND, c.recent))
+    if list(map(_FIRST, r.recent)) != prior_dt or list(map(_FIRST, own.recent)) != prior_dt:
+        return None
+    if list(map(_SECOND, own.recent)) != prior_tok:
+        return None
+    steps = b.step[i:j]
+    toks = _zeros(b.tokens[i:j])
+    smps = _zeros(b.samples[i:j])
+    if b.seq_sq is None:
+        sqv = sqt = [0] * len(ts)
+    else:  # a row's seq_sq counts only with its tokens (Engine._own_counts)
+        sq = b.seq_sq[i:j]
+        if None in sq or 0 in toks:
+            sqv = [q if q is not None and t else 0 for q, t in zip(sq, toks, strict=True)]
+            sqt = [t if q is not None and t else 0 for q, t in zip(sq, toks, strict=True)]
+        else:
+            sqv, sqt = sq, toks
+    dts = list(map(sub, ts, [last, *ts[:-1]]))
+    m, lp = len(ts), len(prior_dt)
+    comb_dt, comb_tok = prior_dt + dts, prior_tok + toks
+    off = lp - w  # row k's window drops comb[k + off] when that is >= 0
+    # the rows after which each window's float sum is summed afresh (no drift): ranks' at
+    # its timed steps, the counts' at their timed steps, the clock's at the step number
+    res_r = set(range((-r.steps_timed - 1) & RESUM, m, RESUM + 1))
+    res_o = set(range((-own.timed - 1) & RESUM, m, RESUM + 1))
+    s0 = steps[0]
+    if steps[-1] - s0 == m - 1 and steps == list(range(s0, s0 + m)):  # consecutive: the usual
+        res_c = set(range(-s0 & RESUM, m, RESUM + 1))
+    else:
+        res_c = {k for k, s in enumerate(steps) if not s & RESUM}
+    sr, so, sc = r.recent_s, own.recent_s, c.recent_s
+    tr, to, tc = r.timed_s, own.timed_s, c.timed_s
+    rt = own.recent_tokens
+    rates: list = []
+    add = rates.append
+    start = 0
+    for mark in [*sorted(res_r | res_o | res_c), m]:
+        for k in range(start, mark):
+            dt = dts[k]
+            if k + off >= 0:
+                old = comb_dt[k + off]
+                sr -= old
+                so -= old
+                sc -= old
+                rt -= comb_tok[k + off]
+            sr += dt
+            so += dt
+            sc += dt
+            rt += toks[k]
+            tr += dt
+            to += dt
+            tc += dt
+            add(rt / so if so > 0 else None)
+        if mark == m:
+            break
+        k, dt = mark, dts[mark]
+        if k + off >= 0:
+            old = comb_dt[k + off]
+            sr -= old
+            so -= old
+            sc -= old
+            rt -= comb_tok[k + off]
+        sr, so, sc, rt = sr + dt, so + dt, sc + dt, rt + toks[k]
+        tr, to, tc = tr + dt, to + dt, tc + dt
+        window = comb_dt[max(0, k + lp + 1 - w) : k + lp + 1]
+        if k in res_r:
+            sr = math.fsum(window)
+        if k in res_o:
+            so = math.fsum(window)
+        if k in res_c:
+            sc = math.fsum(window)
+        add(rt / so if so > 0 else None)
+        start = k + 1
+    if not counts.tokens:  # no tokens/s while no rank has counted a token (RankCounts.rate)
+        first = next((k for k, x in enumerate(toks) if x), m)
+        rates[:first] = [None] * first
+    if math.inf in rates:  # Engine._chart_mfu would raise on that row: let apply() say so
+        return None
+    chart = _chart(eng, rates, steps, sqv, sqt, prior=list(c.recent), w=w)
+    if chart is None:
+        return None
+    return {"steps": steps, "toks": toks, "smps": smps, "sqv": sqv, "sqt": sqt, "dts": dts,
+            "sr": sr, "so": so, "sc": sc, "tr": tr, "to": to, "tc": tc, "rt": rt,
+            "chart": chart}  # fmt: skip
+
+
+def _zeros(col: list) -> list:
+    """A count column with None (none seen) as 0, as ``Engine._own_counts`` reads it."""
+    return [x or 0 for x in col] if None in col else col
+
+
+def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
+    """``(names, xs, columns)``: the points ``Engine._on_step`` charts at these rows
+    (``tokens_per_s``, then ``mfu/<c>`` by ``Engine._chart_mfu``); None when a row's points
+    are not those of the others or one would raise (then ``Engine.apply`` takes the rows)."""
+    rows = [k for k, x in enumerate(rates) if x is not None]
+    if not rows:
+        return (), [], []
+    if eng._mfu_divisor is None:  # as _chart_mfu looks it up at its first point
+        eng._mfu_divisor = (eng._gpus(), eng._peak())
+    gpus, peak = eng._mfu_divisor
+    all_rows = len(rows) == len(rates)
+    xs = steps if all_rows else [steps[k] for k in rows]
+    ys = rates if all_rows else [rates[k] for k in rows]
+    if peak is None or eng.shape is None:
+        return ("tokens_per_s",), xs, [ys]
+    p = peak.flops
+    if not (type(p) in (int, float) and 0 <= p < math.inf):
+        return None  # metrics.mfu raises on it
+    seqs = _seq_recent(eng.clock, sqv, sqt, prior, w)
+    by_seq: dict = {}
+    for s in {seqs[k] for k in rows}:
+        got = _mfu_factors(eng, s, p)
+        if got is None:
+            return None
+        by_seq[s] = got
+    kinds = {tuple(name for name, _ in got) for got in by_seq.values()}
+    if len(kinds) != 1:
+        return None
+    names = ("tokens_per_s", *kinds.pop())
+    den = max(gpus, 1) * float(p)
+    cols = [ys]
+    if len(by_seq) == 1:
+        for _, v in next(iter(by_seq.values())):
+            cols.append([x * v / den for x in ys])
+    else:
+        fs = [by_seq[seqs[k]] for k in rows]
+        for q in range(len(names) - 1):
+            cols.append([x * f[q][1] / den for x, f in zip(ys, fs, strict=True)])
+    return names, xs, cols
+
+
+def _mfu_factors(eng: Any, seq: float | None, p: float) -> list | None:
+    """``[("mfu/<c>", FLOPs per token)]`` at the sequence length ``seq``, the conventions
+    ``Engine._chart_mfu`` charts (none when the peak is 0); None when one would raise there.
+    Kept per engine for its model shape (one length, a few, in a run)."""
+    cache = eng.__dict__.setdefault("_fold_mfu", {})
+    key = (seq, p)
+    if cache.get("shape") is not eng.shape:
+        cache.clear()
+        cache["shape"] = eng.shape
+    if key not in cache:
+        fpt = flops.all_conventions_at(eng.shape, seq)
+        ok = all(v is None or (type(v) in (int, float) and 0 <= v < math.inf)
+                 for v in fpt.values())  # fmt: skip
+        cache[key] = None if not ok else [] if not p else [
+            (f"mfu/{k}", float(v)) for k, v in fpt.items() if v is not None]  # fmt: skip
+        if len(cache) > 64:  # lengths that vary: keep it small
+            cache.clear()
+            cache["shape"] = eng.shape
+            return None if not ok else _mfu_factors(eng, seq, p)
+    return cache[key]
+
+
+def _seq_recent(c, sqv: list, sqt: list, prior: list, w: int) -> list:
+    """Each row's ``seq_len_recent`` as ``Engine._chart_mfu`` reads it: the recent window's
+    ``seq_sq`` over its tokens, else the run's mean, else None."""
+    comb_sq = list(map(itemgetter(2), prior)) + sqv
+    comb_sqt = list(map(itemgetter(3), prior)) + sqt
+    if comb_sqt and 0 not in comb_sqt:  # one sequence length throughout: it, at every row
+        length, rest = divmod(comb_sq[0], comb_sqt[0])
+        if not rest and list(map(mul, comb_sqt, repeat(length))) == comb_sq:
+            return [length / 1] * len(sqv)  # the window's seq_sq / its tokens, exactly
+    off = len(prior) - w
+    rsq, rsqt, cum_sq, cum_sqt = c.recent_sq, c.recent_sq_tokens, c.seq_sq, c.seq_tokens
+    out = []
+    for k in range(len(sqv)):
+        if k + off >= 0:
+            rsq -= comb_sq[k + off]
+            rsqt -= comb_sqt[k + off]
+        rsq += sqv[k]
+        rsqt += sqt[k]
+        cum_sq += sqv[k]
+        cum_sqt += sqt[k]
+        if rsqt:
+            out.append(rsq / rsqt)
+        else:
+            out.append(cum_sq / cum_sqt if cum_sqt else None)
+    return out
+
+
+def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
+    """Leave the state ``Engine.apply`` of each row would have left."""
+    c, counts = eng.clock, eng.counts
+    steps, toks, smps, sqv, sqt, dts = (got[k] for k in ("steps", "toks", "smps", "sqv", "sqt",
+                                                         "dts"))  # fmt: skip
+    m, t_end, w = len(ts), ts[-1], c.recent.maxlen
+    eng.records += m
+    if eng.last_t is None or t_end > eng.last_t:
+        eng.last_t = t_end
+    ones = repeat(1)
+    rc.steps += m
+    rc.recent.extend(zip(dts[-w:], ones, strict=False))
+    rc.mean = None
+    rc.last_t = t_end
+    # the rank's arrival, lag and split (core/ranks.py Ranks.on_step, no arrival)
+    r.steps += m
+    r.recent.extend(zip(dts[-w:], ones, strict=False))
+    r.recent_s = got["sr"]
+    r.recent_steps = sum(map(_SECOND, r.recent))
+    r.timed_s = got["tr"]
+    r.steps_timed += m
+    r.inside_s += r.pending_s
+    r.pending_s = 0.0
+    r.last_t = t_end
+    # its own counts (core/rank_counts.py RankCounts.add)
+    tsum, ssum = sum(toks), sum(smps)
+    own.tokens += tsum
+    own.samples += ssum
+    own.steps += m
+    counts.tokens += tsum
+    counts.samples += ssum
+    own.last_t = counts.newest_t = t_end
+    own.timed_tokens += tsum
+    own.timed_samples += ssum
+    own.timed_s = got["to"]
+    own.timed += m
+    own.recent.extend(zip(dts[-w:], toks[-w:], smps[-w:], strict=True))
+    while len(own.recent) > counts.window:
+        own.recent.popleft()
+    own.recent_tokens = got["rt"]
+    own.recent_samples = sum(map(itemgetter(2), own.recent))
+    own.recent_s = got["so"]
+    # the step clock (Engine._on_step, _Clock.push)
+    c.tokens, c.samples = counts.tokens, counts.samples
+    c.seq_sq += sum(sqv)
+    c.seq_tokens += sum(sqt)
+    c.step = steps[-1]
+    c.timed_s = got["tc"]
+    eng.span_inside_s += eng.span_pending_s
+    eng.span_pending_s = 0.0
+    c.timed_tokens += tsum
+    c.recent.extend(zip(dts[-w:], toks[-w:], sqv[-w:], sqt[-w:], ones, strict=False))
+    c.recent_tokens = sum(map(_SECOND, c.recent))
+    c.recent_sq = sum(map(itemgetter(2), c.recent))
+    c.recent_sq_tokens = sum(map(itemgetter(3), c.recent))
+    c.recent_steps = sum(map(itemgetter(4), c.recent))
+    c.recent_s = got["sc"]
+    c.last_t = t_end
+    if eng.run["state"] == "idle":
+        eng.run["state"] = "running"
+    names, xs, cols = got["chart"]
+    eng.timeline.extend_rows(list(names), xs, cols)
