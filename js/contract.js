@@ -42,6 +42,7 @@
  * @property {string} [state_text] the state in words, as the core said it
  * @property {number} [segment]
  * @property {number} [started] s since the epoch
+ * @property {number} [ended] s since the epoch: the run_end record's (absent while the run is open)
  * @property {string} [version] trainmeter's, as the run's supervisor had it
  */
 
@@ -124,7 +125,7 @@
  * @property {string} [backend] "nvml", "none", "fake:h100x2", ...
  * @property {GpuSample[]} [gpus]
  * @property {{cpu_util?: number, mem_used_bytes?: number, mem_total_bytes?: number,
- *   rss_bytes?: number}} [host]
+ *   rss_bytes?: number, missing?: Record<string, string>}} [host] a null field's reason in `missing`
  */
 
 /**

@@ -83,7 +83,7 @@ export function mount(target, store, options = {}) {
     };
     guard("header", () => header.update(snap));
     panels.forEach((p, i) => guard(`panel ${p.el.dataset.testid || i}`, () => p.update(ctx)));
-    guard("notes", () => drawNotes(notes, snap.notes, root));
+    guard("notes", () => drawNotes(notes, snap.notes, root, snap.reasons));
   }
   function schedule() {
     if (!frame) frame = raf.request(draw);
@@ -125,12 +125,17 @@ export function mount(target, store, options = {}) {
   };
 }
 
-/** Notes from the snapshot, one per line; a note already shown on screen as a figure's reason is skipped. */
+/**
+ * Notes from the snapshot, one per line. A note that is one of the core's reasons (`reasons`: said
+ * where its figure is, in the same words) or already shown on screen is skipped, so the footer
+ * never says a reason again, in its words or others.
+ */
 const drawnNotes = new WeakMap();
-function drawNotes(list, notes, root) {
+function drawNotes(list, notes, root, reasons) {
   const shown = new Set(
     [...root.querySelectorAll(".tm-sub, .tm-num, .tm-line, .tm-empty, .tm-fact-value")].map((n) => n.textContent),
   );
+  if (isObj(reasons)) for (const why of Object.values(reasons)) if (typeof why === "string") shown.add(why);
   const items = Array.isArray(notes) ? notes.filter((n) => typeof n === "string" && n && !shown.has(n)) : [];
   const key = items.join("\n");
   if (drawnNotes.get(list) === key) return;

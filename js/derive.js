@@ -22,6 +22,28 @@ const num = (obj, key) => (isObj(obj) && isNum(obj[key]) ? obj[key] : null);
 export const CONVENTIONS = ["hf", "megatron", "titan", "embeddings"];
 
 export const NOT_MEASURED = "not measured yet";
+/** The core's headline for what will not come now that the run has ended (core/reasons.py NOT). */
+export const NEVER_MEASURED = "not measured";
+
+/**
+ * The run is still open: no `run.ended` and not ended without a close (the core's rule for when a
+ * reason may say "yet", core/reasons.py). An empty snapshot (nothing received) is open.
+ * @param {Snapshot} snap
+ */
+export function isOpen(snap) {
+  const run = isObj(snap) && isObj(snap.run) ? snap.run : {};
+  return !isNum(run.ended) && run.state !== "ended";
+}
+
+/**
+ * The headline of a figure the core gave no reason for (a snapshot without `reasons`, a field the
+ * sampler left without one): "not measured yet" while the run is open, "not measured" once it has
+ * ended, as the core words it.
+ * @param {Snapshot} snap
+ */
+export function notMeasured(snap) {
+  return isOpen(snap) ? NOT_MEASURED : NEVER_MEASURED;
+}
 
 /**
  * A reason split into a short headline and the rest: "no MFU: no peak is known" -> ["no MFU",
@@ -47,8 +69,17 @@ export function reasonOf(snap, key) {
   return isObj(snap.reasons) ? str(snap.reasons[key]) : "";
 }
 
-/** The core's reason, or "not measured yet" for a snapshot that carries none (an empty one). */
-const reason = (snap, key) => reasonOf(snap, key) || NOT_MEASURED;
+/** The core's reason, or "not measured (yet)" for a snapshot that carries none (an empty one). */
+const reason = (snap, key) => reasonOf(snap, key) || notMeasured(snap);
+
+/**
+ * The core's reason for `key` ("not measured: the run reported no training or validation loss
+ * (...)"), else "not measured (yet)" (a snapshot without it): exported for the chart slots and
+ * the facts that show a reason with no figure of their own (the loss chart, the plan).
+ * @param {Snapshot} snap
+ * @param {string} key
+ */
+export const whyMissing = (snap, key) => reason(snap, key);
 
 /**
  * A figure of the snapshot as the panels show it: {value, why}, the value as given, or null and
@@ -305,15 +336,16 @@ export const LADDER = [
 /**
  * One field of one GPU's sample: {value, why}. A field the core could not give is null with its
  * reason in `missing`, shown as the core wrote it ("not on this GPU: needs Hopper or newer (NVML
- * GPM)", "the run's dtype is not known yet (no peak to compare with)"); a field with no reason is
- * not measured yet. Never a zero in place of an unknown.
+ * GPM)", "the run's dtype is not known yet (no peak to compare with)", "not sampled"); a field
+ * with no reason says `fallback` (notMeasured: "not measured yet" while the run is open, "not
+ * measured" once it has ended). Never a zero in place of an unknown.
  */
-export function gpuField(gpu, field) {
-  if (!isObj(gpu)) return missing(NOT_MEASURED);
+export function gpuField(gpu, field, fallback = NOT_MEASURED) {
+  if (!isObj(gpu)) return missing(fallback);
   if (isNum(gpu[field])) return known(gpu[field]);
   const reason = isObj(gpu.missing) ? str(gpu.missing[field]) : "";
   if (reason) return missing(reason);
-  return missing(NOT_MEASURED);
+  return missing(fallback);
 }
 
 /**
@@ -345,7 +377,7 @@ export function gpuMean(snap, field) {
   const mean = isObj(snap.gpu_mean) ? snap.gpu_mean : null;
   if (mean && isNum(mean[field])) return known(mean[field]);
   const reason = mean && isObj(mean.missing) ? str(mean.missing[field]) : "";
-  return missing(reason || NOT_MEASURED);
+  return missing(reason || notMeasured(snap));
 }
 
 /**

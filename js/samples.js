@@ -4,6 +4,7 @@
 // HFU [counted] is executed FLOPs over the dense peak, always labelled so and never called MFU
 // (the named-convention invariant); it sits beside MFU (the counters-beside invariant).
 
+import { notMeasured, whyMissing } from "./derive.js";
 import { count, isNum, percent, si } from "./format.js";
 
 /** @typedef {import("./contract.js").Snapshot} Snapshot */
@@ -33,8 +34,8 @@ export function perStepText(snap) {
 
 /**
  * The samples/s figure as the engine gave it: {value, unit, sub, why} ("3.28 k", "samples/s",
- * "16 per step · avg 3.05 k samples/s"), or value null and why (no two timed steps yet, or no
- * samples yet).
+ * "16 per step · avg 3.05 k samples/s"), or value null and why, the core's reason ("not measured:
+ * the run had no two steps in one segment, so no step was timed").
  * @param {Snapshot} snap
  * @param {boolean} [withPerStep] say the samples per step too (when no samples figure does)
  */
@@ -42,8 +43,7 @@ export function samplesRate(snap, withPerStep = true) {
   const avg = isNum(snap.samples_per_s_avg) ? `avg ${si(snap.samples_per_s_avg, "", 3)} samples/s` : "";
   const sub = [withPerStep ? perStepText(snap) : "", avg].filter(Boolean).join(" · ");
   if (isNum(snap.samples_per_s)) return { value: si(snap.samples_per_s, "", 3), unit: "samples/s", sub, why: "" };
-  const why = isNum(snap.samples) && snap.samples > 0 ? "needs two timed steps" : "no samples counted yet";
-  return { value: null, unit: "", sub: "", why };
+  return { value: null, unit: "", sub: "", why: whyMissing(snap, "samples_per_s") };
 }
 
 /**
@@ -71,7 +71,7 @@ export function hfuFigure(snap) {
   const avg = isNum(h.avg) ? `; run average ${percent(h.avg)}` : "";
   const sub = `executed FLOPs per ${per} of the counted step × ${per}s/s${over}${avg}; beside MFU, never in its place`;
   if (isNum(h.value)) return { value: h.value, why: "", sub };
-  return { value: null, why: str(h.why) || "not measured yet", sub: "" };
+  return { value: null, why: str(h.why) || notMeasured(snap), sub: "" };
 }
 
 
@@ -83,7 +83,7 @@ export function hfuFigure(snap) {
  * @param {Snapshot} snap
  */
 export function samplesFact(snap) {
-  if (!isNum(snap.samples)) return { text: "not measured yet", sub: "", muted: true };
+  if (!isNum(snap.samples)) return { text: whyMissing(snap, "samples"), sub: "", muted: true };
   const per = perStepText(snap);
   return { text: count(snap.samples), sub: per ? `· ${per}` : "", muted: false };
 }
@@ -118,6 +118,6 @@ export function throughputFact(snap, tokens) {
  */
 export function hfuFact(snap) {
   const h = isObj(snap.hfu_counted) ? snap.hfu_counted : {};
-  if (!isNum(h.avg)) return { text: str(h.why) || "not measured yet", sub: "", muted: true };
+  if (!isNum(h.avg)) return { text: str(h.why) || notMeasured(snap), sub: "", muted: true };
   return { text: `${percent(h.avg)} [counted]`, sub: "· run average; executed FLOPs, beside MFU", muted: false };
 }

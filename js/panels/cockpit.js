@@ -5,13 +5,13 @@
 // says why it has no tokens (the engine's tokens_missing). Step, elapsed time and run state sit
 // in the header right above it.
 
-import { classifyLosses, etaWhy, isObj, stateText, str } from "../derive.js";
+import { classifyLosses, figure, isObj, stateText, str, whyMissing } from "../derive.js";
 import { el, setAttr, setText } from "../dom.js";
 import { count, duration, isNum, NA, num, percent, si, tokens as tokenCount } from "../format.js";
 import { noTokensWhy, perStepText, samplesRate } from "../samples.js";
 import { align, ema } from "../state.js";
 import { createChartSlot } from "./chartslot.js";
-import { createFigure } from "./figure.js";
+import { createFigure, showFigure } from "./figure.js";
 import { createPanel } from "./panel.js";
 
 /** @typedef {import("../contract.js").Panel} Panel */
@@ -78,7 +78,8 @@ export function createCockpit(view) {
 /** The loss chart with its legend; the chart is re-created only when its lines or scale change. */
 function createLossCard(view) {
   const legend = el("div", { class: "tm-legend", testid: "tm-loss-legend" });
-  const slot = createChartSlot({ empty: "no loss reported yet", plotTestid: "tm-loss-chart" });
+  // until the first frame, no words; then the core's reason while there is no loss to draw
+  const slot = createChartSlot({ plotTestid: "tm-loss-chart" });
   const logBox = el("input", { type: "checkbox", testid: "tm-log-scale" });
   logBox.checked = view.logScale;
   logBox.addEventListener("change", () => view.set("logScale", logBox.checked));
@@ -162,7 +163,7 @@ function createLossCard(view) {
       buildLegend();
       historyChanged = true;
     }
-    slot.say(lines.some((l) => (store.series.get(l.name)?.xs.length ?? 0) > 0) ? "" : "no loss reported yet");
+    slot.say(lines.some((l) => (store.series.get(l.name)?.xs.length ?? 0) > 0) ? "" : whyMissing(snap, "loss"));
     if (historyChanged && slot.drawn()) {
       const cols = lines.map((l) => {
         const s = store.series.get(l.name);
@@ -188,7 +189,8 @@ function createLossCard(view) {
 }
 
 /** Tokens (against the budget), tokens/s, samples/s, step time, ETA; for a run fed no token ids,
- * samples and samples/s first, then step time and ETA, then tokens with the engine's reason. */
+ * samples and samples/s first, then step time and ETA, then tokens with the engine's reason. A
+ * missing figure shows the core's reason (the snapshot's `reasons`), as every surface does. */
 function createFigures() {
   const tokens = createFigure("tokens", "tm-tokens");
   const fill = el("div", { class: "tm-bar-fill" });
@@ -217,16 +219,13 @@ function createFigures() {
       box.replaceChildren(...figs.map((f) => f.el));
     }
     const r = samplesRate(snap, !noTokens);
-    if (r.value !== null) sampleRate.set(r.value, { unitText: r.unit, subText: r.sub });
-    else sampleRate.missing("not measured yet", r.why);
+    showFigure(sampleRate, r, String, { unitText: r.unit, subText: r.sub });
     if (noTokens) {
-      if (isNum(snap.samples)) samples.set(count(snap.samples), { subText: perStepText(snap) });
-      else samples.missing("not measured yet", "waiting for the first step");
+      showFigure(samples, figure(snap, "samples"), count, { subText: perStepText(snap) });
       tokens.missing("n/a", noTokens);
       bar.hidden = true;
     } else updateTokens(snap);
-    if (isNum(snap.step_time_s)) stepTime.set(duration(snap.step_time_s), { subText: "mean of the last 20 steps" });
-    else stepTime.missing("not measured yet", "needs two timed steps");
+    showFigure(stepTime, figure(snap, "step_time_s"), duration, { subText: "mean of the last 20 steps" });
     updateEta(snap);
   }
 
@@ -235,8 +234,7 @@ function createFigures() {
     const p = progressOf(snap);
     const budget = isNum(snap.budget_tokens) && snap.budget_tokens > 0 ? snap.budget_tokens : null;
     const budgetText = budget ? `of ${tokenCount(budget, 3)} · ${percent(p)}` : "no budget declared";
-    if (isNum(snap.tokens)) tokens.set(tokenCount(snap.tokens), { subText: budgetText });
-    else tokens.missing("not measured yet", "waiting for the first step", { subText: budgetText });
+    showFigure(tokens, figure(snap, "tokens"), tokenCount, { subText: budgetText, missingSub: budgetText });
     bar.hidden = budget === null || !isNum(p);
     if (!bar.hidden) {
       const pct = Math.min(100, Math.max(0, p * 100));
@@ -244,26 +242,20 @@ function createFigures() {
       setAttr(bar, "aria-valuenow", pct.toFixed(1));
     }
 
-    if (isNum(snap.tokens_per_s)) {
-      rate.set(si(snap.tokens_per_s, "", 3), {
-        unitText: "tokens/s",
-        subText: isNum(snap.tokens_per_s_avg) ? `avg ${si(snap.tokens_per_s_avg, "", 3)} tokens/s` : "",
-      });
-    } else rate.missing("not measured yet", "needs two timed steps");
+    showFigure(rate, figure(snap, "tokens_per_s"), (v) => si(v, "", 3), {
+      unitText: "tokens/s",
+      subText: isNum(snap.tokens_per_s_avg) ? `avg ${si(snap.tokens_per_s_avg, "", 3)} tokens/s` : "",
+    });
   }
 
   /** @param {Snapshot} snap */
   function updateEta(snap) {
     const budget = isNum(snap.budget_tokens) && snap.budget_tokens > 0 ? snap.budget_tokens : null;
     const state = isObj(snap.run) ? str(snap.run.state) : "";
-    const reached = budget && isNum(snap.progress) && snap.progress >= 1;
-    if (ENDED.includes(state)) {
-      // "done" only when the budget was reached; a run that stopped short says how far it got
-      const short = budget && isNum(snap.progress) ? ` at ${(100 * snap.progress).toFixed(1)}% of budget` : "";
-      if (reached) eta.set("done", { subText: `run ${state}` });
-      else eta.missing("no ETA", `run ${state}${short}`);
-    } else if (isNum(snap.eta_s)) eta.set(duration(snap.eta_s), { subText: "to the budget at the current rate" });
-    else eta.missing("no ETA", etaWhy(snap));
+    // "done" only when the budget was reached; else the core's reason (a run that stopped short
+    // says how far it got: "no ETA: the run has finished, at 42.0% of its budget")
+    if (ENDED.includes(state) && budget && isNum(snap.progress) && snap.progress >= 1) eta.set("done", { subText: `run ${state}` });
+    else showFigure(eta, figure(snap, "eta_s"), duration, { subText: "to the budget at the current rate" });
   }
 
   return { el: box, update };

@@ -16,8 +16,8 @@ import {
   mfuFigure,
   mfuOverTime,
   noteAbout,
+  notMeasured,
   ofuFigure,
-  NOT_MEASURED,
   reasonOf,
   runConvention,
   shownConvention,
@@ -115,7 +115,10 @@ export function createEfficiency(view) {
     const why = mfuChartWhy(snap, conv);
     const series = why ? null : mfuOverTime(store.series, conv);
     const hasPoints = series !== null && series.ys.some((y) => y !== null);
-    const reason = why || (hasPoints ? "" : `MFU over time: ${NOT_MEASURED} (needs tokens/s at two or more steps)`);
+    // no points yet: the core's reason for MFU when it has one (no timed step), else the plain
+    // headline (the timeline has not come with the snapshot)
+    const noPoints = reasonOf(snap, `mfu/${conv}`) || `MFU over time: ${notMeasured(snap)} (needs tokens/s at two or more steps)`;
+    const reason = why || (hasPoints ? "" : noPoints);
     slot.say(reason);
     if (reason) {
       slot.clear();
@@ -245,7 +248,7 @@ export function seqLenText(snap) {
 /** @param {Snapshot} snap */
 export function countedText(snap) {
   const per = countedPerUnit(snap); // per token, else per sample (a model fed no token ids)
-  if (per === null) return `[counted] executed FLOPs: ${reasonOf(snap, "flops_per_token_counted") || NOT_MEASURED}`;
+  if (per === null) return `[counted] executed FLOPs: ${reasonOf(snap, "flops_per_token_counted") || notMeasured(snap)}`;
   const c = isObj(snap.flops_counted) ? snap.flops_counted : {};
   const at = isNum(c.step) ? ` (step ${c.step})` : "";
   const attention = ATTENTION_TEXT[c.attention] || "";

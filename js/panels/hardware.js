@@ -4,10 +4,25 @@
 // then the host's CPU and memory. These are counter metrics: they sit beside MFU, never in its
 // place (the counters-beside invariant). A field the device cannot report says why ("not on this GPU: needs Hopper or
 // newer"), never a zero. With no sample at all, one plain line says the sampler is not running.
+// Every such word is the core's: a field's reason from the sampler or core/counters.py, the
+// hardware's and a GPU chart's from the snapshot's `reasons`; none says "yet" once the run ended.
 
-import { demonstration, gpuField, gpuMean, gpusOf, gpuTitle, hardwareWhy, isObj, LADDER, NOT_MEASURED, str } from "../derive.js";
+import {
+  demonstration,
+  gpuField,
+  gpuMean,
+  gpusOf,
+  gpuTitle,
+  hardwareWhy,
+  isObj,
+  LADDER,
+  notMeasured,
+  splitReason,
+  str,
+  whyMissing,
+} from "../derive.js";
 import { el, setReason, setText } from "../dom.js";
-import { bytes, isNum, kwh, NA, percent, si } from "../format.js";
+import { bytes, isNum, kwh, percent, si } from "../format.js";
 import { align } from "../state.js";
 import { createChartSlot } from "./chartslot.js";
 import { createBanner, createPanel } from "./panel.js";
@@ -46,8 +61,9 @@ export function createHardware() {
     none.hidden = hw !== null;
     grid.hidden = host.hidden = caption.hidden = hw === null;
     if (!hw) {
-      setReason(none, hardwareWhy(snap));
-      panel.summarize(NOT_MEASURED);
+      const why = hardwareWhy(snap);
+      setReason(none, why);
+      panel.summarize(splitReason(why)[0]);
       if (cards.length) rebuild([]);
       return;
     }
@@ -59,8 +75,8 @@ export function createHardware() {
       historyChanged = true;
     }
     const fake = demonstration(snap) !== null; // a fake GPU's card says so in its title
-    gpus.forEach((g, i) => cards[i].update(g, store, historyChanged, fake));
-    drawHost(host, hw.host);
+    gpus.forEach((g, i) => cards[i].update(g, store, historyChanged, fake, snap));
+    drawHost(host, hw.host, notMeasured(snap));
     const util = gpuMean(snap, "gpu_util").value; // the engine's mean over the GPUs (gpu_mean)
     panel.summarize(
       gpus.length ? `${gpus.length} GPU${gpus.length > 1 ? "s" : ""}${util !== null ? ` · GPU-Util ${percent(util)}` : ""}` : "host only",
@@ -110,7 +126,7 @@ function createGpuCard(theme) {
     );
     return { field, fill, bar, value };
   });
-  const slot = createChartSlot({ empty: "no counter history yet", small: true });
+  const slot = createChartSlot({ small: true }); // the core's reason while it has nothing to draw
   if (theme) slot.setTheme(theme);
   const legendNote = el("div", { class: "tm-caption tm-chart-note" });
   const facts = el("dl", { class: "tm-facts tm-facts-compact" });
@@ -141,10 +157,10 @@ function createGpuCard(theme) {
 
   let fields = [];
 
-  function updateChart(gpu, store, historyChanged) {
+  function updateChart(gpu, store, historyChanged, snap) {
     fields = CHART_FIELDS.filter(({ field }) => store.series.has(`gpu${gpu.index}/${field}`));
     setText(legendNote, fields.some((p) => p.field === "dram_active") ? "dashed: DRAM activity" : "");
-    slot.say(fields.length ? "" : "no counter history yet");
+    slot.say(fields.length ? "" : whyMissing(snap, "gpu_activity"));
     if (!fields.length) {
       slot.clear();
       return;
@@ -179,10 +195,12 @@ function createGpuCard(theme) {
 
   return {
     el: root,
-    update(gpu, store, historyChanged, fake = false) {
+    update(gpu, store, historyChanged, fake = false, snap = {}) {
+      const unknown = notMeasured(snap); // a field the core gave no reason for
+      const field = (name) => gpuField(gpu, name, unknown);
       setText(title, `${gpuTitle(gpu)}${fake ? " (fake)" : ""}`);
       for (const r of rows) {
-        const item = gpuField(gpu, r.field);
+        const item = field(r.field);
         const known = item.value !== null;
         r.bar.hidden = !known;
         if (known) r.fill.style.width = `${Math.min(100, Math.max(0, item.value * 100))}%`;
@@ -190,53 +208,64 @@ function createGpuCard(theme) {
         r.value.classList.toggle("tm-unknown", !known);
         r.value.classList.toggle("tm-ladder-why", !known);
       }
-      updateChart(gpu, store, historyChanged);
+      updateChart(gpu, store, historyChanged, snap);
 
-      show(f.dram, gpuField(gpu, "dram_active"), percent);
-      const ridge = gpuField(gpu, "ridge_point");
+      show(f.dram, field("dram_active"), percent);
+      const ridge = field("ridge_point");
       show(
         f.intensity,
-        gpuField(gpu, "intensity"),
+        field("intensity"),
         (v) => `${si(v, "FLOP/B")}`,
         ridge.value !== null ? `· device ridge point ${si(ridge.value, "FLOP/B")}` : `· ridge point: ${ridge.why}`,
       );
-      const used = gpuField(gpu, "mem_used_bytes");
-      const total = gpuField(gpu, "mem_total_bytes");
-      const train = gpuField(gpu, "train_mem_bytes");
+      const used = field("mem_used_bytes");
+      const total = field("mem_total_bytes");
+      const train = field("train_mem_bytes");
       const memSub = [
         total.value !== null ? `of ${bytes(total.value)}` : "",
         train.value !== null ? `· training processes ${bytes(train.value)}` : "",
       ];
       show(f.memory, used, bytes, memSub.filter(Boolean).join(" "));
-      const limit = gpuField(gpu, "power_limit_w");
-      show(f.power, gpuField(gpu, "power_w"), (v) => si(v, "W"), limit.value !== null ? `of ${si(limit.value, "W")} limit` : "");
-      const sm = gpuField(gpu, "sm_clock_mhz");
-      const mem = gpuField(gpu, "mem_clock_mhz");
+      const limit = field("power_limit_w");
+      show(f.power, field("power_w"), (v) => si(v, "W"), limit.value !== null ? `of ${si(limit.value, "W")} limit` : "");
+      const sm = field("sm_clock_mhz");
+      const mem = field("mem_clock_mhz");
       show(f.clocks, sm, (v) => `SM ${Math.round(v)} MHz`, mem.value !== null ? `· memory ${Math.round(mem.value)} MHz` : "");
       const throttle = Array.isArray(gpu.throttle) ? gpu.throttle.filter((t) => typeof t === "string" && t) : null;
       if (throttle) show(f.throttle, { value: throttle }, (t) => (t.length ? t.join(", ") : "none"));
       else {
         const reason = isObj(gpu.missing) ? str(gpu.missing.throttle) : "";
-        show(f.throttle, { value: null, why: reason || NOT_MEASURED }, String);
+        show(f.throttle, { value: null, why: reason || unknown }, String);
       }
       f.throttle.value.classList.toggle("tm-warn", Boolean(throttle && throttle.length));
-      show(f.energy, gpuField(gpu, "energy_j"), kwh);
+      show(f.energy, field("energy_j"), kwh);
     },
     setTheme: slot.setTheme,
     destroy: slot.destroy,
   };
 }
 
-/** Host CPU and memory: "host CPU 37.5% · memory 61.2 GiB of 2.00 TiB · RSS 12.3 GiB". */
-function drawHost(node, h) {
-  if (!isObj(h)) {
-    setText(node, `host CPU and memory: ${NOT_MEASURED}`);
-    return;
-  }
-  const parts = [
-    `host CPU ${isNum(h.cpu_util) ? percent(h.cpu_util) : NA}`,
-    `memory ${isNum(h.mem_used_bytes) ? bytes(h.mem_used_bytes) : NA}${isNum(h.mem_total_bytes) ? ` of ${bytes(h.mem_total_bytes)}` : ""}`,
-  ];
+/**
+ * Host CPU and memory: "host CPU 37.5% · memory 61.2 GiB of 2.00 TiB · RSS 12.3 GiB"; a missing
+ * figure says the core's reason for it (`host.missing`: "not sampled", "needs two readings ..."),
+ * said once for both when it is the same ("host CPU and memory: not sampled"). `unknown`: what a
+ * field the core gave no reason for says (notMeasured).
+ * @param {any} h the snapshot's hardware.host
+ * @param {string} unknown
+ */
+export function hostText(h, unknown) {
+  if (!isObj(h)) return `host CPU and memory: ${unknown}`;
+  const why = (key) => (isObj(h.missing) ? str(h.missing[key]) : "") || unknown;
+  const cpu = isNum(h.cpu_util) ? percent(h.cpu_util) : why("cpu_util");
+  const mem = isNum(h.mem_used_bytes) ? bytes(h.mem_used_bytes) : why("mem_used_bytes");
+  const parts =
+    !isNum(h.cpu_util) && !isNum(h.mem_used_bytes) && cpu === mem
+      ? [`host CPU and memory: ${cpu}`]
+      : [`host CPU ${cpu}`, `memory ${mem}${isNum(h.mem_total_bytes) && isNum(h.mem_used_bytes) ? ` of ${bytes(h.mem_total_bytes)}` : ""}`];
   if (isNum(h.rss_bytes)) parts.push(`RSS ${bytes(h.rss_bytes)}`);
-  setText(node, parts.join(" · "));
+  return parts.join(" · ");
+}
+
+function drawHost(node, h, unknown) {
+  setText(node, hostText(h, unknown));
 }

@@ -11,14 +11,13 @@ import {
   figure,
   hardwareText,
   isObj,
-  NOT_MEASURED,
   paramCounts,
   rankRows,
-  reasonOf,
   shownConvention,
   sortConventions,
   str,
   tagged,
+  whyMissing,
 } from "../derive.js";
 import { el, setText } from "../dom.js";
 import { amount, count, dateTime, dollars, duration, isNum, kwh, NA, num, percent, si, tokens as tokenCount } from "../format.js";
@@ -43,7 +42,7 @@ const MAX_ROWS = 500;
  * @param {string} why
  * @returns {Fact}
  */
-const unknownFact = (why) => ({ text: why || NOT_MEASURED, muted: true });
+const unknownFact = (why) => ({ text: why, muted: true });
 
 /**
  * A figure of every convention, the shown one first: "4.58 GFLOP [hf]" when known, the core's
@@ -90,7 +89,7 @@ export function passportFacts(snap, view, bundleVersion = "") {
     const ctx = isNum(m.context) ? m.context : m.seq_len;
     if (isNum(ctx)) parts.push(`context ${count(ctx)}`);
     out.model = { text: parts.filter(Boolean).join(" · ") || NA };
-  } else out.model = unknownFact(reasonOf(snap, "model"));
+  } else out.model = unknownFact(whyMissing(snap, "model"));
 
   out.tokens = noTokensFact(snap) || { text: tokenCount(snap.tokens), muted: !isNum(snap.tokens) };
   out.samples = samplesFact(snap);
@@ -104,9 +103,9 @@ export function passportFacts(snap, view, bundleVersion = "") {
   out.energy = cost.kwh.value !== null ? { text: kwh(snap.energy_j), sub: "(NVML energy counter)" } : unknownFact(cost.kwh.why);
 
   const hw = hardwareText(snap);
-  out.device = hw ? { text: hw } : unknownFact(reasonOf(snap, "device"));
+  out.device = hw ? { text: hw } : unknownFact(whyMissing(snap, "device"));
   const dtype = dtypeText(snap);
-  out.dtype = dtype ? { text: dtype } : unknownFact(reasonOf(snap, "dtype"));
+  out.dtype = dtype ? { text: dtype } : unknownFact(whyMissing(snap, "dtype"));
 
   const mfu = byConvFact(snap, "mfu_avg", conv, percent); // run averages, as tm passport says
   out.mfu = mfu.muted ? mfu : { ...mfu, sub: `${mfu.sub ? `${mfu.sub} · ` : "· "}run averages` };
@@ -119,7 +118,7 @@ export function passportFacts(snap, view, bundleVersion = "") {
   out.hfu = hfuFact(snap);
 
   const shares = splitShares(snap);
-  out.time = shares.length ? { text: shares.join(" · "), sub: "of the run's time (rank 0)" } : unknownFact(reasonOf(snap, "time_split"));
+  out.time = shares.length ? { text: shares.join(" · "), sub: "of the run's time (rank 0)" } : unknownFact(whyMissing(snap, "time_split"));
 
   const rows = rankRows(snap);
   out.ranks = rows.length >= 2 ? { text: `${count(rows.length)} ranks`, sub: stragglerText(rows, snap.stragglers) } : { text: "", show: false };
@@ -183,7 +182,7 @@ export function createPassport(view, { bundleVersion = "" } = {}) {
         row.show(f.show !== false);
         row.set(f.text, { subText: f.sub || "", muted: Boolean(f.muted) });
       }
-      table.update(snap.series);
+      table.update(snap.series, whyMissing(snap, "series"));
       panel.summarize(isNum(snap.tokens) ? `${tokenCount(snap.tokens)} tokens` : "");
     },
   };
@@ -203,7 +202,7 @@ function stragglerText(rows, stragglers) {
 function createSeriesTable() {
   const tbody = el("tbody");
   const more = el("div", { class: "tm-caption" });
-  const empty = el("div", { class: "tm-caption", text: "no series reported yet" });
+  const empty = el("div", { class: "tm-caption" }); // the core's reason while there is none
   const table = el(
     "table",
     { class: "tm-table tm-series-table" },
@@ -216,7 +215,11 @@ function createSeriesTable() {
   let names = [];
   return {
     el: root,
-    update(series) {
+    /**
+     * @param {any} series the snapshot's
+     * @param {string} none why there is none, the core's reason
+     */
+    update(series, none) {
       const all = isObj(series) ? Object.keys(series).sort() : [];
       names = all.slice(0, MAX_ROWS);
       const k = names.join("\n");
@@ -233,6 +236,7 @@ function createSeriesTable() {
       });
       table.hidden = names.length === 0;
       empty.hidden = names.length > 0;
+      setText(empty, names.length ? "" : none);
       setText(more, all.length > names.length ? `${all.length - names.length} more series not listed` : "");
     },
   };

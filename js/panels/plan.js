@@ -1,20 +1,23 @@
 // Plan vs actual: the declared budget (tokens, or FLOPs counted in the run's convention) against
 // what is done, planned against achieved throughput (the plan's MFU is an assumption and says so),
 // the ETA against the planned one, and the view-time money overlay: a price per GPU-hour typed here
-// gives dollars spent and to finish. The price stays in this view's memory (view.js).
+// gives dollars spent and to finish. The price stays in this view's memory (view.js). A missing
+// figure's cell shows the headline of the core's reason ("no plan", "not measured", "no MFU"), the
+// whole reason in its title; under the table, the plan's own reason when there is no plan.
 
 import {
   budgetOf,
-  byConv,
   costOverlay,
-  etaWhy,
+  figure,
   HOW_TO_BUDGET,
   isObj,
-  NOT_MEASURED,
+  mfuFigure,
   parsePrice,
   planVersus,
   runConvention,
+  splitReason,
   str,
+  whyMissing,
 } from "../derive.js";
 import { el, setAttr, setReason, setText } from "../dom.js";
 import { amount, dollars, duration, isNum, NA, percent, si, tokens as tokenCount } from "../format.js";
@@ -52,7 +55,7 @@ export function createPlan(view) {
     el("thead", {}, el("tr", {}, ...["", "planned", "achieved", "achieved / plan"].map((h) => el("th", { text: h })))),
     tbody,
   );
-  const planNote = el("div", { class: "tm-caption" });
+  const planNote = el("div", { class: "tm-caption", testid: "tm-plan-note" });
 
   // Money, at view time only.
   const price = el("input", {
@@ -135,22 +138,24 @@ export function createPlan(view) {
       const plan = isObj(snap.plan) ? snap.plan : null;
       const versus = planVersus(snap);
       const p = (key) => (plan && isNum(plan[key]) ? plan[key] : null);
-      const planWhy = plan ? NA : "no plan";
+      const planWhy = plan ? NA : whyMissing(snap, "plan"); // the core's: "no plan: a plan needs ..."
+      const eta = figure(snap, "eta_s");
       const [, r1, r2, r3] = rows.rate;
-      setText(r1, p("tokens_per_s") === null ? planWhy : `${si(p("tokens_per_s"), "", 3)} tokens/s`);
-      setText(r2, isNum(snap.tokens_per_s) ? `${si(snap.tokens_per_s, "", 3)} tokens/s` : NOT_MEASURED);
+      cell(r1, p("tokens_per_s") === null ? planWhy : `${si(p("tokens_per_s"), "", 3)} tokens/s`, p("tokens_per_s") === null);
+      const rate = figure(snap, "tokens_per_s");
+      cell(r2, rate.value === null ? rate.why : `${si(rate.value, "", 3)} tokens/s`, rate.value === null);
       setText(r3, versus.tokensPerS === null ? "" : percent(versus.tokensPerS));
 
       const [, m1, m2, m3] = rows.mfu;
-      const mfu = isObj(snap.peak) ? byConv(snap, "mfu", conv) : null;
-      setText(m1, p("mfu") === null ? planWhy : `${percent(p("mfu"))} [${conv}] assumed`);
-      setText(m2, mfu === null ? "no MFU" : `${percent(mfu)} [${conv}]`);
+      const mfu = mfuFigure(snap, conv);
+      cell(m1, p("mfu") === null ? planWhy : `${percent(p("mfu"))} [${conv}] assumed`, p("mfu") === null);
+      cell(m2, mfu.value === null ? mfu.why : `${percent(mfu.value)} [${conv}]`, mfu.value === null);
       setText(m3, versus.mfu === null ? "" : percent(versus.mfu));
 
       const [, e1, e2, e3] = rows.eta;
-      const noBudget = b.kind === null ? "no budget" : "";
-      setText(e1, p("eta_s") === null ? noBudget || (plan ? etaWhy(snap) : planWhy) : duration(p("eta_s")));
-      setText(e2, isNum(snap.eta_s) ? duration(snap.eta_s) : noBudget || etaWhy(snap));
+      const planEta = p("eta_s");
+      cell(e1, planEta !== null ? duration(planEta) : plan ? eta.why || whyMissing(snap, "eta_s") : planWhy, planEta === null);
+      cell(e2, eta.value === null ? eta.why : duration(eta.value), eta.value === null);
       // The ETAs compare as a difference in time, not as a ratio; within a second reads "on plan".
       const late = versus.etaLate;
       setText(e3, late === null ? "" : Math.abs(late) < 1 ? "on plan" : `${duration(Math.abs(late))} ${late > 0 ? "later" : "sooner"}`);
@@ -159,7 +164,7 @@ export function createPlan(view) {
         planNote,
         plan
           ? `Plan: the throughput at an assumed MFU of ${percent(p("mfu"))} [${conv}] on the dense peak${str(plan.source) ? ` (${plan.source})` : ""}.`
-          : `No plan: it needs a dense peak and FLOPs per token${isObj(snap.peak) ? "" : " (no peak is known; declare one with --peak)"}.`,
+          : planWhy,
       );
 
       // Money at the typed price.
@@ -170,6 +175,17 @@ export function createPlan(view) {
       setText(hoursLeft, isNum(snap.gpu_hours_to_finish) ? ` · ${amount(snap.gpu_hours_to_finish)} GPU-h` : "");
     },
   };
+}
+
+/**
+ * A table cell: a figure, or for a missing one the headline of the core's reason ("no plan", "not
+ * measured"), muted, with the whole reason as its title.
+ */
+function cell(node, text, missingFigure) {
+  const [head] = missingFigure ? splitReason(text) : [text];
+  setText(node, head);
+  node.title = missingFigure && head !== text ? text : "";
+  node.classList.toggle("tm-unknown", missingFigure);
 }
 
 export function show(node, item, fmt) {

@@ -5,7 +5,7 @@
 // split with the wait for other ranks, stragglers marked with their cost and cause (all computed
 // by the engine, trainmeter/core/ranks.py).
 
-import { figure, isObj, NOT_MEASURED, RANK_SPLIT, rankRows, reasonOf, SPLIT, stragglerSet, timeShares } from "../derive.js";
+import { figure, isObj, notMeasured, RANK_SPLIT, rankRows, reasonOf, SPLIT, stragglerSet, timeShares } from "../derive.js";
 import { el, setText } from "../dom.js";
 import { count, duration, isNum, percent } from "../format.js";
 import { createFigure, showFigure } from "./figure.js";
@@ -96,7 +96,7 @@ export function createTimePanel() {
           const part = shares.find((p) => p.key === s.key);
           s.seg.style.width = `${100 * (part.share ?? 0)}%`;
           s.seg.hidden = !part.share;
-          setText(s.value, part.seconds === null ? NOT_MEASURED : `${percent(part.share)} (${duration(part.seconds)})`);
+          setText(s.value, part.seconds === null ? notMeasured(snap) : `${percent(part.share)} (${duration(part.seconds)})`);
         }
       }
       const compute = shares?.find((p) => p.key === "compute");
@@ -119,7 +119,7 @@ export function createTimePanel() {
         rows.forEach((r, i) => {
           const [c0, c1, c2, c3, c4, c5, c6] = rankCells[i];
           setText(c0, r.rank);
-          setText(c1, r.stepTime === null ? NOT_MEASURED : duration(r.stepTime));
+          setText(c1, r.stepTime === null ? notMeasured(snap) : duration(r.stepTime));
           c1.title = r.overFastest === null ? "" : r.overFastest === 0 ? "the fastest rank" : `+${percent(r.overFastest)} over the fastest rank`;
           setText(c2, r.lag === null ? "–" : signedDuration(r.lag));
           setText(c3, r.jobWait === null ? "–" : `${duration(r.jobWait)}/step`);
@@ -141,7 +141,7 @@ export function createTimePanel() {
  * @param {Snapshot} snap
  */
 export function splitWhyText(snap) {
-  return reasonOf(snap, "time_split") || NOT_MEASURED;
+  return reasonOf(snap, "time_split") || notMeasured(snap);
 }
 
 /**
@@ -180,8 +180,8 @@ function signedDuration(s) {
  */
 function stragglerLines(snap, rows) {
   const flagged = stragglerSet(snap.stragglers);
-  if (!isObj(snap.rank_step_time_s) && !isObj(snap.rank_lag_s)) return [`per-rank step time: ${NOT_MEASURED}`];
-  if (flagged === null) return [`stragglers: ${NOT_MEASURED}`];
+  if (!isObj(snap.rank_step_time_s) && !isObj(snap.rank_lag_s)) return [`per-rank step time: ${notMeasured(snap)}`];
+  if (flagged === null) return [`stragglers: ${notMeasured(snap)}`];
   if (!flagged.size) return ["stragglers: none"];
   return rows
     .filter((r) => r.straggler)

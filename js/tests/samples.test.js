@@ -34,8 +34,12 @@ test("a run fed no token ids gives samples first and the engine's reason for tok
 test("samples/s is the snapshot's, with the samples per step and the run's average beside", () => {
   assert.deepEqual(samplesRate(CNN), { value: "3.61k", unit: "samples/s", sub: "16 per step · avg 3.28k samples/s", why: "" });
   assert.equal(samplesRate(CNN, false).sub, "avg 3.28k samples/s"); // the samples figure says the per step
-  assert.deepEqual(samplesRate({ samples: 16 }), { value: null, unit: "", sub: "", why: "needs two timed steps" });
-  assert.equal(samplesRate({}).why, "no samples counted yet");
+  // no rate: the core's reason (core/reasons.py), as every surface says it
+  const untimed = "not measured: the run had no two steps in one segment, so no step was timed";
+  assert.deepEqual(samplesRate({ samples: 16, reasons: { samples_per_s: untimed } }), { value: null, unit: "", sub: "", why: untimed });
+  // a snapshot without reasons: the plain headline, "yet" only while the run is open
+  assert.equal(samplesRate({}).why, "not measured yet");
+  assert.equal(samplesRate({ run: { state: "finished", ended: 1 } }).why, "not measured");
 });
 
 test("the counted line gives FLOPs per sample when the step had no tokens, per token when it had", () => {

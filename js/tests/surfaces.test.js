@@ -1,9 +1,11 @@
 // One truth per fact on every surface. The golden file (tests/unit/test_surfaces.py writes it)
-// holds six real snapshots (finished, running, tm attach, a notebook run between cells, a CPU run
-// on fake GPUs, an image model) with what the CLI said of each: `tm passport`'s rows and the
-// summary line. Here each snapshot goes through what the panels draw with (js/derive.js and the
-// panels' exported functions), and every figure the page or the widget shows must be what the
-// CLI shows: the same number, or the same reason in the core's words.
+// holds eight real snapshots (finished, running, tm attach, a notebook run between cells, a CPU
+// run on fake GPUs, an image model, a run that ended after one step against a budget, one that
+// failed before its first step on a GPU never read) with what the CLI said of each: `tm
+// passport`'s rows and the summary line. Here each snapshot goes through what the panels draw
+// with (js/derive.js and the panels' exported functions), and through the whole dashboard drawn
+// into a stand-in DOM (fakedom.js), and every figure the page or the widget shows must be what
+// the CLI shows: the same number, or the same reason in the core's words.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -22,11 +24,14 @@ import {
   shownConvention,
   stateText,
 } from "../derive.js";
+import { mount } from "../dashboard.js";
 import { isNum, percent, si } from "../format.js";
 import { countedText } from "../panels/efficiency.js";
 import { headerModelLine } from "../panels/header.js";
 import { passportFacts } from "../panels/passport.js";
 import { splitShares, splitWhyText } from "../panels/time.js";
+import { createStore } from "../state.js";
+import { byTestid, install, visibleText } from "./fakedom.js";
 
 const golden = JSON.parse(readFileSync(new URL("./golden/surfaces.json", import.meta.url), "utf8"));
 const cases = Object.fromEntries(golden.cases.map((c) => [c.name, c]));
@@ -52,8 +57,25 @@ const line = (fact) => [fact.text, (fact.sub || "").replace(/^· /, "")].filter(
 const FORMAT = { flops_per_token: (v) => si(v, "FLOP/token"), flops_spent: (v) => si(v, "FLOP"), mfu_avg: percent };
 const ROW = { flops_per_token: "FLOPs per token", flops_spent: "FLOPs spent", mfu_avg: "MFU" };
 
-test("the golden file holds the six runs", () => {
-  assert.deepEqual(Object.keys(cases), ["finished", "running", "attached", "notebook", "fake_gpus", "images"]);
+const NAMES = ["finished", "running", "attached", "notebook", "fake_gpus", "images", "one_step", "crashed"];
+
+// The dashboard as a person sees it: mounted into a stand-in DOM (installed after uPlot was
+// imported, so that it does not take node for a browser), drawn from the snapshot alone (no
+// timeline: a chart slot says why it has nothing to draw).
+const body = install();
+function page(snap) {
+  const store = createStore();
+  store.setSnapshot(snap);
+  const target = document.createElement("div");
+  body.append(target);
+  const unmount = mount(target, store, { version: "0" });
+  return { root: target, unmount };
+}
+/** The text of the element with data-testid `id`. */
+const textOf = (root, id) => byTestid(root, id)?.textContent ?? "";
+
+test("the golden file holds the eight runs", () => {
+  assert.deepEqual(Object.keys(cases), NAMES);
   for (const c of golden.cases) assert.ok(c.snapshot.reasons && c.passport.state && c.summary.startsWith("trainmeter: "), c.name);
 });
 
@@ -142,7 +164,7 @@ test("a demonstration looks like one: a banner on every panel of its figures, th
   assert.ok(!/H100|bf16/.test(header), header);
   assert.ok(fake.passport.hardware.includes(`${demo.text}, not a measurement`));
   assert.ok(fake.summary.includes(demo.text));
-  for (const name of ["finished", "running", "attached", "notebook", "images"]) assert.equal(demonstration(cases[name].snapshot), null, name);
+  for (const name of NAMES.filter((n) => n !== "fake_gpus")) assert.equal(demonstration(cases[name].snapshot), null, name);
 });
 
 test("a finished run never says 'yet' on the page", () => {
@@ -169,4 +191,79 @@ test("start-up is its own bucket, on the page as in tm passport", () => {
   const shares = splitShares(snap);
   assert.ok(shares.some((s) => s.startsWith("start-up ")), shares.join(" · "));
   assert.ok(rows["where the time goes"].includes("start-up "));
+});
+
+test("a finished run never says 'yet' anywhere on the whole page: every string of every panel, caption and tooltip", () => {
+  let finished = 0;
+  for (const { name, snapshot: snap } of golden.cases) {
+    if (!isNum(snap.run.ended)) continue;
+    finished += 1;
+    const { root, unmount } = page(snap);
+    const said = visibleText(root);
+    assert.ok(said.length > 100, `${name}: the page was drawn`);
+    const yet = said.filter((s) => /\byet\b/.test(s.text)).map((s) => `${s.where}: ${s.text}`);
+    assert.deepEqual(yet, [], name);
+    unmount();
+  }
+  assert.equal(finished, 6);
+});
+
+test("the cockpit's tokens/s, samples/s and step time are the figure or the core's reason", () => {
+  for (const { name, snapshot: snap } of golden.cases) {
+    const { root, unmount } = page(snap);
+    for (const [id, key] of [["tm-tokens-per-s", "tokens_per_s"], ["tm-step-time", "step_time_s"], ["tm-samples-per-s", "samples_per_s"]]) {
+      const why = reasonOf(snap, key);
+      if (!why || (key === "tokens_per_s" && snap.tokens_missing)) continue; // no tokens: not shown
+      assert.equal(textOf(root, id), why, `${name}: ${key}`);
+    }
+    unmount();
+  }
+  const one = cases.one_step.snapshot;
+  assert.match(reasonOf(one, "tokens_per_s"), /^not measured: the run had no two steps in one segment/);
+  assert.match(reasonOf(one, "eta_s"), /^no ETA: the run has finished, at 0\.1% of its budget$/);
+  const { root, unmount } = page(one);
+  assert.equal(textOf(root, "tm-eta"), reasonOf(one, "eta_s"));
+  unmount();
+});
+
+test("the charts, the series table, the plan and the hardware panel say the core's reasons", () => {
+  for (const { name, snapshot: snap } of golden.cases) {
+    const { root, unmount } = page(snap);
+    const cockpit = byTestid(root, "tm-panel-cockpit");
+    if (reasonOf(snap, "loss")) assert.equal(cockpit.querySelector(".tm-empty").textContent, reasonOf(snap, "loss"), `${name}: loss chart`);
+    if (reasonOf(snap, "series")) assert.equal(byTestid(root, "tm-series-table").querySelector(".tm-caption").textContent, reasonOf(snap, "series"), `${name}: series`);
+    if (reasonOf(snap, "plan")) {
+      assert.equal(textOf(root, "tm-plan-note"), reasonOf(snap, "plan"), `${name}: plan`);
+      const planned = byTestid(root, "tm-plan-table").querySelector("td");
+      assert.equal(planned.textContent, reasonOf(snap, "plan").split(": ")[0], `${name}: planned`);
+      assert.equal(planned.title, reasonOf(snap, "plan"), `${name}: planned, its title`);
+    }
+    if (reasonOf(snap, "gpu_activity")) {
+      for (const card of root.querySelectorAll(".tm-gpu")) assert.equal(card.querySelector(".tm-empty").textContent, reasonOf(snap, "gpu_activity"), `${name}: GPU chart`);
+    }
+    // the footer repeats no reason, in its words or others
+    const footer = byTestid(root, "tm-notes").children.map((li) => li.textContent);
+    for (const note of footer) assert.ok(!Object.values(snap.reasons).includes(note) && !note.startsWith("FLOPs/token:"), `${name}: ${note}`);
+    unmount();
+  }
+  // a GPU the sampler listed and never read, on a run that has ended: the past tense
+  const crashed = cases.crashed.snapshot;
+  const { root, unmount } = page(crashed);
+  assert.equal(textOf(root, "tm-host"), "host CPU and memory: not sampled");
+  const card = root.querySelector(".tm-gpu");
+  assert.ok(card.textContent.includes("the run's dtype was never seen (no peak to compare with)"), card.textContent);
+  assert.ok(card.querySelector(".tm-ladder-value").textContent === "not sampled");
+  assert.match(reasonOf(crashed, "gpu_activity"), /^not measured: the sampler read none of GPU 0's /);
+  unmount();
+});
+
+test("the summary line says why throughput is missing as the passport does, in the core's words", () => {
+  for (const { name, snapshot: snap, passport: rows, summary } of golden.cases) {
+    const rate = figure(snap, "tokens_per_s_avg");
+    if (rate.value !== null || snap.tokens_missing || snap.process) continue;
+    const [head, ...why] = rate.why.split(": ");
+    assert.ok(summary.includes(`: ${head} (${why.join(": ")})`), `${name}: ${summary}`);
+    assert.ok(!/(^| )n\/a( |$)/.test(summary), `${name}: ${summary}`);
+    assert.ok(rows.throughput.startsWith(rate.why), `${name}: ${rows.throughput}`);
+  }
 });

@@ -263,6 +263,22 @@ def test_a_device_without_a_sample_yet_says_so():
     assert gpu["mem_total_bytes"] == 85_520_809_984  # from the static facts
 
 
+def test_once_the_run_has_ended_what_never_came_says_so_without_yet():
+    """A run that has ended (``is_open`` False) gets no more readings: "not sampled", and a
+    dtype that never came "was never seen", for the GPUs and the host alike."""
+    hw = hardware_snapshot([_device()], {}, None, dtype=None, is_open=False)
+    (gpu,) = hw["gpus"]
+    assert gpu["missing"]["gpu_util"] == gpu["missing"]["power_w"] == "not sampled"
+    never = "the run's dtype was never seen (no peak to compare with)"
+    assert gpu["missing"]["ridge_point"] == never
+    assert set(hw["host"]["missing"].values()) == {"not sampled"}
+    said = [*gpu["missing"].values(), *hw["host"]["missing"].values()]
+    assert not [w for w in said if "yet" in w]
+    # a reading that came keeps its own words either way
+    hw = hardware_snapshot([_device()], [_sample()], dtype="bf16", energy_j={0: 1.0}, is_open=False)
+    assert hw["gpus"][0]["missing"] == {}
+
+
 def test_static_reasons_of_the_device_reach_the_entry():
     device = _device(power_limit_w=None, missing={"power_limit_w": "not reported for MIG"})
     gpu = gpu_entry(device, _sample())

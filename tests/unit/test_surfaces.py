@@ -2,16 +2,18 @@
 passport (``tm passport``) and the summary line show each figure, or the core's reason for its
 absence, in the same words.
 
-Six real snapshots, each built by applying the records a run of that kind writes to an
+Eight real snapshots, each built by applying the records a run of that kind writes to an
 ``Engine`` (the fake GPUs' through the real sampler over the scripted NVML): a finished run, a
 running one, one ``tm attach`` watched, a notebook run whose kernel is alive (two cells, no
-``run_end``), a CPU run on fake GPUs (a demonstration) and an image model (no tokens). This test
-renders each through the CLI (``tm passport``'s Markdown, the summary line), checks what the CLI
-says against the snapshot's ``reasons`` and against itself, and writes the golden file
+``run_end``), a CPU run on fake GPUs (a demonstration), an image model (no tokens), a run that
+finished after one step against a token budget (no timed step), and one that failed before its
+first step on a GPU the sampler never read (no model, no loss, no reading). This test renders
+each through the CLI (``tm passport``'s Markdown, the summary line), checks what the CLI says
+against the snapshot's ``reasons`` and against itself, and writes the golden file
 ``js/tests/golden/surfaces.json`` that js/tests/surfaces.test.js reads: the snapshot and the
 CLI's rows, which it compares with the panels' text (js/derive.js and the panels' exported
-functions). Run ``python tests/unit/test_surfaces.py --write`` after a change of words, then
-``npm test``.
+functions, and the whole dashboard drawn into a stand-in DOM). Run
+``python tests/unit/test_surfaces.py --write`` after a change of words, then ``npm test``.
 """
 
 import json
@@ -24,7 +26,7 @@ import pytest
 
 from trainmeter.core import passport, passport_md, records
 from trainmeter.core.engine import Engine
-from trainmeter.core.reasons import split, tagged
+from trainmeter.core.reasons import labelled, split, tagged
 from trainmeter.core.summary import summary_line
 
 GOLDEN = Path(__file__).resolve().parents[2] / "js" / "tests" / "golden" / "surfaces.json"
@@ -206,8 +208,35 @@ def _images():
     return eng, None
 
 
+def _one_step():
+    """Finished after one step against a token budget: nothing was timed, and nothing will be."""
+    eng = Engine()
+    _start(eng, T0, {"budget_tokens": 10**6}, name="one_step")
+    _no_gpus(eng, T0 + 0.01)
+    end = _train(eng, T0, GPT, 1)
+    eng.apply(records.make("run_end", end + 1.0, status="ok", exit_code=0))
+    return eng, None
+
+
+def _crashed():
+    """Failed before its first step on a machine with one GPU the sampler listed and never
+    read: no model, no step, no loss, no GPU or host reading, no dtype."""
+    eng = Engine()
+    _start(eng, T0, name="crashed")
+    device = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-y", "mem_total_bytes": 80 * 2**30,
+              "power_limit_w": 700.0, "gpm": True, "gpm_reason": None, "mig": False,
+              "gpu_instance_id": None, "lost": None, "missing": {}, "index": 0,
+              "gpu_index": 0}  # fmt: skip
+    eng.apply(records.make("gpu_devices", T0 + 0.01, backend="nvml", reason=None,
+                           devices=[device]))  # fmt: skip
+    eng.apply(records.make("agent_hello", T0 + 0.1, pid=4242, rank=0, world_size=1, host="h"))
+    eng.apply(records.make("run_end", T0 + 3.0, status="error", exit_code=1))
+    return eng, None
+
+
 CASES = {"finished": _finished, "running": _running, "attached": _attached,
-         "notebook": _notebook, "fake_gpus": _fake_gpus, "images": _images}  # fmt: skip
+         "notebook": _notebook, "fake_gpus": _fake_gpus, "images": _images,
+         "one_step": _one_step, "crashed": _crashed}  # fmt: skip
 
 
 def _rows(md: str) -> dict[str, str]:
@@ -265,15 +294,47 @@ def test_the_cases_are_the_runs_they_say():
     assert g["fake_gpus"]["hardware"]["backend"] == "fake:h100x2"
     assert len(g["fake_gpus"]["hardware"]["gpus"]) == 2 and g["fake_gpus"]["peak"]
     assert g["images"]["tokens"] == 0 and g["images"]["samples"] == 320
+    assert g["one_step"]["run"]["ended"] and g["one_step"]["step"] == 1
+    assert g["one_step"]["tokens_per_s"] is None and g["one_step"]["budget_tokens"] == 10**6
+    assert g["crashed"]["run"]["state"] == "failed" and g["crashed"]["model"] is None
+    assert g["crashed"]["hardware"]["gpus"][0]["gpu_util"] is None
+
+
+def _strings(x):
+    """Every string inside ``x`` (dict keys and values, list items), depth first."""
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _strings(v)
 
 
 def test_a_finished_run_never_says_yet_on_any_surface(cases):
-    """Nothing more will come to a run that has ended: no reason says "yet"."""
+    """Nothing more will come to a run that has ended: no string of any surface says "yet":
+    the snapshot the page and the widget draw (its reasons, notes, the sampler's and the
+    counters' reasons, every other string), the passport's JSON and all of its Markdown, and the
+    summary line. The page's own words: js/tests/surfaces.test.js."""
     done = _finished_runs(cases)
-    assert {c["name"] for c in done} == {"finished", "attached", "fake_gpus", "images"}
+    assert {c["name"] for c in done} == {"finished", "attached", "fake_gpus", "images",
+                                         "one_step", "crashed"}  # fmt: skip
     for c in done:
-        said = [*c["snapshot"]["reasons"].values(), c["summary"], *c["passport"].values()]
-        assert not [s for s in said if re.search(r"\byet\b", s)], c["name"]
+        p = passport.build(c["snapshot"], version="0")
+        said = [*_strings(c["snapshot"]), *_strings(p), *passport_md.markdown(p).splitlines(),
+                c["summary"]]  # fmt: skip
+        yet = [s for s in said if re.search(r"\byet\b", s)]
+        assert not yet, (c["name"], yet)
+
+
+def test_an_open_run_may_say_yet_and_its_reasons_say_so(cases):
+    """The same figures of a run that is still open say "yet": the rule is the run's end, not
+    the figure (the running case: one step, nothing timed so far)."""
+    why = cases["running"]["snapshot"]["reasons"]
+    for key in ("tokens_per_s", "step_time_s", "samples_per_s", "ended"):
+        assert re.search(r"\byet\b", why[key]), key
 
 
 def test_each_missing_figure_is_said_in_the_cores_words_in_the_passport_and_summary(cases):
@@ -363,6 +424,50 @@ def test_start_up_is_its_own_bucket_and_the_buckets_add_up_to_the_elapsed_time(c
         if s["time_split"] is not None:
             assert sum(s["time_split"][b] for b in buckets) == pytest.approx(s["elapsed_s"])
     assert "start-up " in c["passport"]["where the time goes"]
+
+
+def test_the_summary_says_why_throughput_is_missing_as_the_passport_does(cases):
+    """No "n/a" for a missing tokens/s: the core's reason in its short form ("tokens/s: not
+    measured (...)", once for samples/s too when it is the same), the passport's throughput row
+    the same reason."""
+    checked = 0
+    for c in cases.values():
+        snap, why = c["snapshot"], c["snapshot"]["reasons"]
+        if snap["tokens_missing"] or snap["process"] or snap["tokens_per_s_avg"] is not None:
+            continue
+        reason = why["tokens_per_s_avg"]
+        same = why.get("samples_per_s_avg") == reason
+        label = "tokens/s and samples/s" if same else "tokens/s"
+        assert labelled(label, reason) in c["summary"].split(" · "), (c["name"], c["summary"])
+        assert " n/a" not in f" {c['summary']}", c["summary"]
+        assert c["passport"]["throughput"].startswith(reason), c["name"]
+        checked += 1
+    assert checked == 3  # running, one_step, crashed
+
+
+def test_a_run_whose_gpu_was_never_read_says_so_in_the_past(cases):
+    """The counters' and the sampler's fallbacks know the run has ended: "not sampled", "the
+    run's dtype was never seen"; the GPU's chart, the loss chart, the series table and the plan
+    have the core's reason."""
+    snap = cases["crashed"]["snapshot"]
+    gpu, host = snap["hardware"]["gpus"][0], snap["hardware"]["host"]
+    assert gpu["missing"]["gpu_util"] == gpu["missing"]["power_w"] == "not sampled"
+    assert gpu["missing"]["intensity"] == "the run's dtype was never seen (no peak to compare with)"
+    assert set(host["missing"].values()) == {"not sampled"}
+    why = snap["reasons"]
+    assert why["gpu_activity"].startswith("not measured: the sampler read none of GPU 0's")
+    assert why["loss"].startswith("not measured: the run reported no training or validation loss")
+    assert why["series"].startswith("not measured: the run reported no series")
+    assert why["plan"].startswith("no plan: a plan needs a dense peak, and ")
+    # no model: said by the figures' reasons, not again in a note of other words
+    assert not [n for n in snap["notes"] if "model" in n], snap["notes"]
+    # the same run, still open: "yet" (the sampler may still read it)
+    eng, _ = _crashed()
+    eng.run.pop("ended")
+    eng.run["state"] = "running"
+    open_ = eng.snapshot()
+    assert open_["hardware"]["gpus"][0]["missing"]["gpu_util"] == "not sampled yet"
+    assert open_["reasons"]["gpu_activity"].startswith("not measured yet: no reading of GPU 0's")
 
 
 def test_the_golden_file_is_what_the_cli_gives_now():

@@ -339,6 +339,13 @@ UNITS = {
 _ACTIVITIES = ("gpu_util", "sm_active", "sm_occupancy", "tensor_active", "dram_active")
 _NUMBERS = ("mem_used_bytes", "mem_total_bytes", "power_w", "sm_clock_mhz", "mem_clock_mhz")
 NO_SAMPLE = "not sampled yet"
+NEVER_SAMPLED = "not sampled"  # a run that has ended: no reading will come
+
+
+def _no_sample(is_open: bool) -> str:
+    """Why a field of a device or the host with no reading at all is missing: "not sampled
+    yet" while the run is open, "not sampled" once it has ended."""
+    return NO_SAMPLE if is_open else NEVER_SAMPLED
 
 
 def _number(value) -> float | int | None:
@@ -361,6 +368,7 @@ def gpu_entry(
     peak_bw: float | None = None,
     energy_j: float | None = None,
     no_peak_reason: str | None = None,
+    is_open: bool = True,
 ) -> dict:
     """One entry of ``hardware["gpus"]`` (keys ``GPU_KEYS``, docs/spec.md).
 
@@ -368,7 +376,9 @@ def gpu_entry(
     mem_total_bytes, power_limit_w, ...); ``sample``, the latest reading (``GpuSample.as_dict()``)
     or None before the first; ``peak_flops`` (dense, run's dtype, FLOP/s) and ``peak_bw``
     (bytes/s) of this device, None when unknown; ``energy_j``, this device's energy since the
-    run started (``EnergyMeter``); ``no_peak_reason``, what to say when a peak is missing.
+    run started (``EnergyMeter``); ``no_peak_reason``, what to say when a peak is missing;
+    ``is_open``, the run has not ended (a field never sampled reads "not sampled yet", else
+    "not sampled").
     Derived: ``intensity = arithmetic_intensity(observed_flops(tensor_active, peak_flops),
     dram_bytes_per_s(dram_active, peak_bw))`` and ``ridge_point(peak_flops, peak_bw)``, FLOP/byte;
     ``throttle = throttle_names(sample["throttle_mask"])``.
@@ -380,7 +390,7 @@ def gpu_entry(
     reasons = _sample_reasons(sample)
     peak_reason = no_peak_reason or "no dense peak or memory bandwidth known for this device"
     _derive(entry, reasons, _number(peak_flops), _number(peak_bw), peak_reason)
-    _explain(entry, reasons, device, sample)
+    _explain(entry, reasons, device, sample, is_open)
     return {key: entry[key] for key in GPU_KEYS}
 
 
@@ -440,10 +450,11 @@ def _derive(entry: dict, reasons: dict, peak_flops: float | None, peak_bw: float
         )
 
 
-def _explain(entry: dict, reasons: dict, device: Mapping, sample: Mapping) -> None:
+def _explain(entry: dict, reasons: dict, device: Mapping, sample: Mapping, is_open: bool) -> None:
     """``entry["missing"]``: a reason for every None field, in this order: the sample's own or
     a derivation's (already in ``reasons``), an invalid value the sample sent, the device's
-    static facts, a lost device, then "not sampled yet" / "not reported"."""
+    static facts, a lost device, then "not sampled yet" ("not sampled" once the run has
+    ended) / "not reported"."""
     for key in (*_ACTIVITIES, *_NUMBERS, "throttle_mask"):
         shown = "throttle" if key == "throttle_mask" else key
         if sample.get(key) is not None and entry[shown] is None:
@@ -460,7 +471,7 @@ def _explain(entry: dict, reasons: dict, device: Mapping, sample: Mapping) -> No
     for key, why in list(reasons.items()):
         if key in renamed:
             reasons.setdefault(renamed[key], why)
-    fallback = NO_SAMPLE if not sample else "not reported"
+    fallback = _no_sample(is_open) if not sample else "not reported"
     for key in GPU_KEYS:
         if key != "missing" and entry.get(key) is None:
             reasons.setdefault(key, fallback)
@@ -471,11 +482,12 @@ HOST_KEYS = ("cpu_util", "mem_used_bytes", "mem_total_bytes", "rss_bytes", "miss
 """Keys of ``hardware["host"]``: docs/spec.md's four, plus ``missing`` {field: reason}."""
 
 
-def host_entry(host: Mapping | None) -> dict:
+def host_entry(host: Mapping | None, is_open: bool = True) -> dict:
     """``hardware["host"]`` from a ``HostSample.as_dict()`` (or None before the first).
 
     ``cpu_util`` is a fraction 0..1 of all CPUs, memory and RSS in bytes; a None field has its
-    reason in ``missing``. Never raises on odd values.
+    reason in ``missing`` ("not sampled yet" with no reading at all, "not sampled" once the run
+    has ended: ``is_open`` False). Never raises on odd values.
     """
     host = host or {}
     given = host.get("missing")
@@ -486,12 +498,13 @@ def host_entry(host: Mapping | None) -> dict:
         "mem_total_bytes": _number(host.get("mem_total_bytes")),
         "rss_bytes": _number(host.get("rss_bytes")),
     }
-    fallback = NO_SAMPLE if not host else "not reported"
+    fallback = _no_sample(is_open) if not host else "not reported"
     entry["missing"] = {k: str(reasons.get(k, fallback)) for k, v in entry.items() if v is None}
     return entry
 
 
-def _peaks_for(device: Mapping, dtype: str | None, declared_peak: float | None):
+def _peaks_for(device: Mapping, dtype: str | None, declared_peak: float | None,
+               is_open: bool = True):  # fmt: skip
     """(peak_flops, peak_bw, reason) for one device from the peak table or a declared peak."""
     name = device.get("name")
     if device.get("mig"):
@@ -503,7 +516,8 @@ def _peaks_for(device: Mapping, dtype: str | None, declared_peak: float | None):
         if row is None:
             return None, None, f"no dense peak known for {name!r}; declare one with --peak"
         if dtype is None:
-            return None, row.mem_bw, "the run's dtype is not known yet (no peak to compare with)"
+            seen = "is not known yet" if is_open else "was never seen"
+            return None, row.mem_bw, f"the run's dtype {seen} (no peak to compare with)"
         return None, row.mem_bw, f"no dense peak for dtype {dtype!r} on {row.label}"
     if row is None:
         return peak.flops, None, f"no memory bandwidth known for {name!r}"
@@ -518,14 +532,17 @@ def hardware_snapshot(
     dtype: str | None = None,
     declared_peak: float | None = None,
     energy_j: Mapping[int, float | None] | None = None,
+    is_open: bool = True,
 ) -> dict:
     """The snapshot's ``hardware`` value: ``{"gpus": [gpu_entry...], "host": host_entry}``.
 
     Inputs: ``devices`` (``DeviceInfo.as_dict()`` each); ``samples``, the latest sample per
-    device, as a sequence or as {index: sample} (a device without one shows "not sampled yet");
+    device, as a sequence or as {index: sample} (a device without one shows "not sampled yet",
+    or "not sampled" once the run has ended);
     ``host`` (``HostSample.as_dict()`` or None); ``dtype``, the run's compute dtype (for the
     peak); ``declared_peak`` (FLOP/s, ``--peak``; wins over the table as in
-    ``core.peaks.resolve_peak``); ``energy_j`` {index: J since the run started}.
+    ``core.peaks.resolve_peak``); ``energy_j`` {index: J since the run started}; ``is_open``,
+    the run has not ended (what no reading will now come for says so, never "yet").
     Peaks per device come from ``core.peaks`` by the NVML name; a MIG instance gets none.
     """
     if isinstance(samples, Mapping):
@@ -536,7 +553,7 @@ def hardware_snapshot(
     gpus = []
     for device in devices:
         index = device.get("index")
-        flops, bw, why = _peaks_for(device, dtype, declared_peak)
+        flops, bw, why = _peaks_for(device, dtype, declared_peak, is_open)
         gpus.append(
             gpu_entry(
                 device,
@@ -545,9 +562,10 @@ def hardware_snapshot(
                 peak_bw=bw,
                 energy_j=energy.get(index),
                 no_peak_reason=why,
+                is_open=is_open,
             )
         )
-    return {"gpus": gpus, "host": host_entry(host)}
+    return {"gpus": gpus, "host": host_entry(host, is_open)}
 
 
 __all__ = [

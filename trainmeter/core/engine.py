@@ -33,7 +33,7 @@ from trainmeter.core import (
     reasons,
 )
 from trainmeter.core.drops import Drops, drop_text
-from trainmeter.core.hardware import HardwareState, gpu_means
+from trainmeter.core.hardware import MAX_DEVICES, HardwareState, gpu_means
 from trainmeter.core.options import LoggedOptions, from_record
 from trainmeter.core.rank_counts import RankCounts
 from trainmeter.core.ranks import Ranks, over_fastest, startup_s
@@ -208,6 +208,7 @@ class Engine:
         self.last_t: float | None = None
         self.records = 0
         self.hw = HardwareState()  # the sampler's GPU and host readings
+        self.charted_gpus: set[int] = set()  # GPUs with an activity series on the timeline
         self.counted: dict[str, Any] | None = None  # rank 0's counted step (flops_counted)
         self.step_clock: str | None = None  # rank 0's: "optimizer" or "backward" (step_clock)
         self.counting_seen: set[str] = set()  # rank 0's tokens_counting values
@@ -537,7 +538,10 @@ class Engine:
     def _on_gpu(self, rec: dict) -> None:
         x = rec["t"] - (self.run.get("started") or rec["t"])  # seconds of the run
         for name, y in self.hw.on_sample(rec):
-            self.timeline.append(name, x, y)
+            if self.timeline.append(name, x, y):  # "gpu<i>/<field>": GPU i has a chart
+                index = name[3 : name.index("/")]
+                if index.isdecimal() and len(self.charted_gpus) < MAX_DEVICES:
+                    self.charted_gpus.add(int(index))
         if isinstance(rec.get("process"), dict):  # tm attach: the fields that changed
             self.process = _process_facts(self.process or {}, rec["process"])
 
@@ -656,7 +660,9 @@ class Engine:
         planned = self._plan(peak, gpus, fpt.get(convention), budget, moving)
         step_times = {str(r): rc.step_time_s() for r, rc in sorted(self.rank_clocks.items())}
         time_split = self._time_split(elapsed)
-        hardware = self.hw.snapshot(self._dtype(), self._declared_peak(), pids=self._train_pids())
+        hardware = self.hw.snapshot(
+            self._dtype(), self._declared_peak(), pids=self._train_pids(), is_open=self._is_open()
+        )
         dropped = self.drops.snapshot()
         merged = self._merged_snapshot()
         way = [x for x in ((merged or {}).get("text"), drop_text(dropped)) if x]
@@ -764,6 +770,7 @@ class Engine:
             spans=self.spans_seen, step_clock=self.step_clock,
             budget_declared=self.options.budget_tokens is not None
             or _one_or_more(self.options.budget_flops) is not None,
+            charted_gpus=frozenset(self.charted_gpus),
         )  # fmt: skip
 
     def _device_text(self, gpus: int) -> str | None:
@@ -958,6 +965,9 @@ class Engine:
         out: dict[str, Any] = dict.fromkeys(("value", "avg", "flops_per_s", "per", "why"))
         c = self.counted
         ended = "ended" in self.run or self.run["state"] == "ended"  # nothing more will come
+        if c is None and self._attached() is not None:  # tm attach: no agent counts a step
+            out["why"] = reasons.attach_reason(self._attached(), self._is_open())
+            return out
         if c is None:
             out["why"] = HFU_WHY["never counted" if ended else "not counted"]
             return out
@@ -988,9 +998,11 @@ class Engine:
                        "there are no steps, tokens, loss, FLOPs or MFU, only its process facts "
                        "and GPU counters; run it under tm (or in a %%trainmeter cell) to see "
                        "them")  # fmt: skip
-        elif self.model is None:  # the words of the snapshot's reasons (core/reasons.py)
-            out.append(f"FLOPs/token: {reasons.split(reasons.model_reason(self._is_open()))[1]}")
-        if peak is None and attached is None:
+        # no model: the snapshot's reasons say it where each figure it leaves out would be (the
+        # model, FLOPs per token, MFU, the plan), in one wording; a note would say it again.
+        # No peak: the MFU figure's own reason, word for word, unless no convention describes
+        # the model (then MFU's reason is that, and a note about the peak would contradict it)
+        if peak is None and attached is None and self._no_tokens() is None:
             m = self.model or {}
             device = self._device() or m.get("device")
             has = peaks.find_gpu(device) is not None  # the table has a row for it

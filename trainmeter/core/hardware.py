@@ -223,9 +223,11 @@ class HardwareState:
         return sum(1 for d in self.devices if not d.get("mig"))
 
     def snapshot(
-        self, dtype: str | None, declared_peak: float | None, pids=None
+        self, dtype: str | None, declared_peak: float | None, pids=None, is_open: bool = True
     ) -> dict[str, Any] | None:
         """The snapshot's ``hardware`` (docs/spec.md); None before the sampler reported.
+        ``is_open``: the run has not ended (a reading that never came says "not sampled", and
+        a dtype never seen says so, without "yet", once it has).
 
         ``pids``: the training processes, each a pid (a node's own run) or a ``(node, pid)``
         pair (the engine's agents: a merged log's pids repeat across nodes); each GPU entry's
@@ -244,6 +246,7 @@ class HardwareState:
             dtype=dtype,
             declared_peak=declared_peak,
             energy_j=energy,
+            is_open=is_open,
         )
         wanted = None if self.fake or pids is None else _processes(pids)
         for entry, device in zip(hw["gpus"], self.devices, strict=True):

@@ -69,6 +69,7 @@ def build(snap: dict[str, Any], *, version: str | None = None) -> dict[str, Any]
             run.get("version"), why, "trainmeter_version", "not in the run log's run_start record"
         ),
         "written_by": version,
+        "wording": reasons.WORDING,  # the revision of the reasons' words (core/reasons.py)
     }
     out.update(_dates(run, snap.get("elapsed_s"), why))
     out["model"] = _model(snap.get("model"), why)
@@ -121,7 +122,8 @@ def _reason_key(key: str, conv: str) -> str | None:
 
 _REASON_OF = {"model": "model", "dtype": "dtype", "peak": "peak", "hardware.device": "device",
               "gpu_hours": "gpu_hours", "energy_j": "energy_j", "energy_kwh": "energy_j",
-              "tokens_per_s_avg": "tokens_per_s_avg", "time_split": "time_split",
+              "tokens_per_s_avg": "tokens_per_s_avg", "samples_per_s_avg": "samples_per_s_avg",
+              "time_split": "time_split",
               "flops_per_token_counted": "flops_per_token_counted", "ended": "ended",
               "wall_s": "ended"}  # fmt: skip
 

@@ -12,6 +12,9 @@ Each reason follows from the run's state (:class:`RunFacts`), never from a defau
 is still open (no ``run_end`` yet: running, or a notebook between cells) may say "yet", a
 finished one never does, since nothing will come.
 
+``WORDING`` numbers these words: a change of what a reason says bumps it, so that ``tm passport``
+rebuilds a stored passport written in older words (``supervisor/passport_files.py``).
+
 Pure and standard library only (``trainmeter/core`` is).
 """
 
@@ -30,10 +33,15 @@ MAX_NAME_IN_REASON = 64  # characters of a device or convention name quoted in a
 PER_CONVENTION = ("flops_per_token", "flops_spent", "mfu", "mfu_avg", "model_flops_per_s_per_gpu")
 """Keys whose reasons are per convention: ``reasons["mfu/titan"]``."""
 SINGLE = ("model", "dtype", "peak", "device", "flops_per_token_counted", "tokens_per_s",
-          "tokens_per_s_avg", "step_time_s", "eta_s", "gpu_hours", "energy_j", "hardware",
-          "time_split", "ended")  # fmt: skip
+          "tokens_per_s_avg", "samples_per_s", "samples_per_s_avg", "step_time_s", "eta_s",
+          "gpu_hours", "energy_j", "hardware", "gpu_activity", "time_split", "plan", "loss",
+          "series", "ended")  # fmt: skip
 """The other keys ``reasons`` may hold (``ended``: the run's end, ``run.ended``; ``device``:
-``device_text``)."""
+``device_text``; ``loss``: no series with a loss role, the loss chart; ``series``: no series
+at all; ``gpu_activity``: a GPU of ``hardware`` with no activity over time, its chart)."""
+WORDING = 2
+"""The revision of the words below: bumped when what a reason says changes (a passport stores
+it, and ``tm passport`` rebuilds one written under another)."""
 MAX_KEYS = len(SINGLE) + len(PER_CONVENTION) * len(CONVENTIONS)
 WHEN_MODEL = "the agent describes it at the first training step"
 WHEN_DTYPE = "the agent reads it at the first training forward pass"
@@ -54,6 +62,8 @@ class RunFacts:
         spans: rank 0 has sent a time span.
         step_clock: ``optimizer`` or ``backward`` (what clocks the steps), or None.
         budget_declared: a token or FLOPs budget was declared.
+        charted_gpus: the indexes of the GPUs with an activity series on the timeline (the
+            hardware chart), or None when not known (a snapshot without its timeline).
     """
 
     open: bool = True
@@ -65,6 +75,7 @@ class RunFacts:
     spans: bool = False
     step_clock: str | None = None
     budget_declared: bool = False
+    charted_gpus: frozenset | None = None
 
 
 def facts_of(snap: dict[str, Any]) -> RunFacts:
@@ -91,6 +102,13 @@ def split(reason: str) -> tuple[str, str]:
     has no ``": "`` (js/derive.js ``splitReason`` splits the same way)."""
     head, sep, rest = reason.partition(": ")
     return (head, rest) if sep else (reason, "")
+
+
+def labelled(label: str, reason: str) -> str:
+    """A missing figure in the summary line's short form: ``"tokens/s: not measured (the run
+    had no two steps in one segment, so no step was timed)"``."""
+    head, why = split(reason)
+    return f"{label}: {head} ({why})" if why else f"{label}: {head}"
 
 
 def tagged(reason: str, convention: str) -> str:
@@ -142,14 +160,14 @@ def peak_why(device: str | None, dtype: str | None, table_has_device: bool, is_o
 def throughput_reason(is_open: bool) -> str:
     """Why tokens/s, the step time and MFU are missing: fewer than two steps in a segment."""
     if is_open:
-        return f"{NOT_YET}: needs two steps in one segment (the first is not timed)"
+        return f"{NOT_YET}: needs two steps in one segment, as the first is not timed"
     return f"{NOT}: the run had no two steps in one segment, so no step was timed"
 
 
 def model_reason(is_open: bool) -> str:
     if is_open:
-        return f"{NOT_YET}: no model seen yet ({WHEN_MODEL})"
-    return f"{NOT}: no model was seen ({WHEN_MODEL}, and the agent saw none)"
+        return f"{NOT_YET}: no model seen yet; {WHEN_MODEL}"
+    return f"{NOT}: no model was seen; {WHEN_MODEL}, and saw none"
 
 
 def reasons(snap: dict[str, Any], f: RunFacts) -> dict[str, str]:
@@ -191,6 +209,12 @@ def reasons(snap: dict[str, Any], f: RunFacts) -> dict[str, str]:
     for key in ("tokens_per_s", "tokens_per_s_avg", "step_time_s"):
         if snap.get(key) is None:
             out[key] = (no_tokens if key != "step_time_s" else None) or rate_why
+
+    for key in ("samples_per_s", "samples_per_s_avg"):
+        if snap.get(key) is None:
+            # no step at all: the throughput's reason; steps without samples: no batch axis
+            counted = snap.get("samples") or not snap.get("step")
+            out[key] = agent or (rate_why if counted else _no_samples(is_open))
 
     gpus = snap.get("gpus")
     no_gpus = None
@@ -236,6 +260,17 @@ def reasons(snap: dict[str, Any], f: RunFacts) -> dict[str, str]:
         out["energy_j"] = _energy_reason(snap.get("hardware"), is_open)
     if snap.get("hardware") is None:
         out["hardware"] = _hardware_reason(snap.get("notes"), is_open)
+    activity = _activity_reason(snap.get("hardware"), f.charted_gpus, is_open)
+    if activity is not None:
+        out["gpu_activity"] = activity
+    if snap.get("plan") is None:
+        out["plan"] = agent or _plan_reason(snap, why_peak, conv, out, no_convention)
+    series = snap.get("series") if isinstance(snap.get("series"), dict) else {}
+    if not series:
+        out["series"] = agent or _series_reason(is_open)
+    if not any(isinstance(v, dict) and v.get("role") in ("train_loss", "val_loss")
+               and not v.get("superseded") for v in series.values()):  # fmt: skip
+        out["loss"] = agent or _loss_reason(is_open)
     if snap.get("time_split") is None:
         out["time_split"] = agent or (
             f"{NOT_YET}: the split begins with rank 0's first time span (the warm-up span "
@@ -267,6 +302,62 @@ def _fpt_reason(c: str, agent: str | None, model: Any, f: RunFacts, lacks: Any,
     return f"{NA}: the model record gives no FLOPs per token under {_name(c)}"
 
 
+def _no_samples(is_open: bool) -> str:
+    if is_open:
+        return f"{NOT_YET}: no samples counted yet; the agent reads the batch size at each step"
+    return (f"{NOT}: no samples were counted, as the root model's inputs had no batch axis the "
+            "agent read")  # fmt: skip
+
+
+def _series_reason(is_open: bool) -> str:
+    if is_open:
+        return (f"{NOT_YET}: no series reported yet (a tracker, a framework, trainmeter.emit or "
+                "the loss of a training backward() reports them)")  # fmt: skip
+    return (f"{NOT}: the run reported no series (no tracker, framework or trainmeter.emit "
+            "reported one, and no training backward() was seen)")  # fmt: skip
+
+
+def _loss_reason(is_open: bool) -> str:
+    if is_open:
+        return (f"{NOT_YET}: no training or validation loss reported yet (a tracker's, a "
+                "framework's, trainmeter.emit's, or a training backward()'s)")  # fmt: skip
+    return (f"{NOT}: the run reported no training or validation loss (no tracker, framework "
+            "or trainmeter.emit reported one, and no training backward() was seen)")  # fmt: skip
+
+
+def _activity_reason(hw: Any, charted: frozenset | None, is_open: bool) -> str | None:
+    """Why a GPU of the run has no activity over time (its hardware chart), naming the GPUs that
+    have none; None when every GPU has one (or it is not known which: ``charted`` None)."""
+    gpus = (hw or {}).get("gpus") if isinstance(hw, dict) else None
+    if charted is None or not isinstance(gpus, list):
+        return None
+    lacking = [g.get("index") for g in gpus
+               if isinstance(g, dict) and g.get("index") not in charted]  # fmt: skip
+    if not lacking:
+        return None
+    names = ", ".join(_name(i) for i in lacking[:8]) + (", ..." if len(lacking) > 8 else "")
+    which = f"GPU {names}" if len(lacking) == 1 else f"GPUs {names}"
+    fields = "GPU-Util, SM, tensor-pipe or DRAM activity"
+    if is_open:
+        return f"{NOT_YET}: no reading of {which}'s {fields} yet"
+    return f"{NOT}: the sampler read none of {which}'s {fields}"
+
+
+def _plan_reason(snap: dict, why_peak: str | None, conv: str, said: dict,
+                 no_convention: str | None) -> str:  # fmt: skip
+    """Why there is no plan: it needs a dense peak, FLOPs per token under the run's convention
+    and devices (core/plan.py); a model no convention describes has none to plan with."""
+    if no_convention:
+        return f"no plan: {no_convention}"
+    if why_peak is not None:
+        return f"no plan: a plan needs a dense peak, and {why_peak}"
+    fpt_why = said.get(f"flops_per_token/{conv}")
+    if (snap.get("flops_per_token") or {}).get(conv) is None and fpt_why:
+        why = split(fpt_why)[1] or fpt_why
+        return f"no plan: a plan needs FLOPs per token under {_name(conv)}, and {why}"
+    return "no plan: no devices to plan for"
+
+
 def _counted_reason(snap: dict, f: RunFacts) -> str:
     counted = snap.get("flops_counted")
     if isinstance(counted, dict) and not counted.get("tokens"):
@@ -296,7 +387,11 @@ def _eta_reason(snap: dict, f: RunFacts, run: dict, state: Any, conv: str) -> st
         return "no ETA: the run ended without a close"
     if not f.moving:
         if run.get("ended") is not None:
-            return f"no ETA: {_ENDED.get(state, 'the run has ended')}"
+            progress = snap.get("progress")
+            at = (f", at {100 * progress:.1f}% of its budget"
+                  if isinstance(progress, (int, float)) and not isinstance(progress, bool)
+                  else "")  # fmt: skip
+            return f"no ETA: {_ENDED.get(state, 'the run has ended')}{at}"
         return f"no ETA: {_CELL.get(state, 'the cell has ended')}; the next cell's steps give one"
     if snap.get("tokens_per_s") is None:
         return f"no ETA: {split(throughput_reason(f.open))[1]}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter.core.drops import drop_text
-from trainmeter.core.reasons import tagged
+from trainmeter.core.reasons import labelled, tagged
 from trainmeter.core.units import format_duration, format_si
 
 
@@ -40,8 +40,7 @@ def summary_line(snap: dict[str, Any]) -> str:
     else:
         parts += [
             f"{format_si(snap.get('tokens'), 'tokens')}",
-            f"{format_si(snap.get('tokens_per_s_avg'), 'tokens/s')}",
-            samples_text(snap),
+            *rates_text(snap),
             fpt_text(snap, conv, fpt),
         ]
     mfu = (snap.get("mfu_avg") or {}).get(conv)
@@ -65,6 +64,24 @@ def fpt_text(snap: dict[str, Any], conv: str, fpt: Any) -> str:
     return f"{format_si(fpt, 'FLOP/token')} [{conv}]"
 
 
+def rates_text(snap: dict[str, Any]) -> list[str]:
+    """The run's mean tokens/s and samples/s, or the core's reason for each that is missing in
+    its short form ("tokens/s: not measured (the run had no two steps in one segment, so no
+    step was timed)"), said once for both when it is the same; the passport's throughput row
+    says the same reason."""
+    why = snap.get("reasons") if isinstance(snap.get("reasons"), dict) else {}
+    tokens, samples = why.get("tokens_per_s_avg"), why.get("samples_per_s_avg")
+    if snap.get("tokens_per_s_avg") is None and isinstance(tokens, str) and tokens:
+        if snap.get("samples_per_s_avg") is None and samples == tokens:
+            per = _per_step(snap)
+            return [
+                labelled("tokens/s and samples/s", tokens),
+                *([f"{per} samples/step"] if per else []),
+            ]
+        return [labelled("tokens/s", tokens), samples_text(snap)]
+    return [format_si(snap.get("tokens_per_s_avg"), "tokens/s"), samples_text(snap)]
+
+
 def percent_text(fraction: float) -> str:
     """``"41.2%"``; a tiny nonzero fraction with two significant digits, never ``"0.0%"``."""
     pct = 100 * fraction
@@ -73,12 +90,22 @@ def percent_text(fraction: float) -> str:
 
 def samples_text(snap: dict[str, Any]) -> str:
     """``"3.28 k samples/s (16/step)"``: the run's mean samples/s (``samples_per_s_avg``) and
-    the job's samples per step (``samples_per_step``), as the snapshot has them."""
-    per = snap.get("samples_per_step")
-    step = ""
-    if isinstance(per, (int, float)) and not isinstance(per, bool):
-        step = f" ({int(per) if float(per).is_integer() else format_si(per)}/step)"
+    the job's samples per step (``samples_per_step``), as the snapshot has them; without a
+    mean, the core's reason in its short form ("samples/s: not measured (...)")."""
+    per = _per_step(snap)
+    why = (snap.get("reasons") or {}).get("samples_per_s_avg")
+    if snap.get("samples_per_s_avg") is None and isinstance(why, str) and why:
+        return labelled("samples/s", why) + (f" · {per} samples/step" if per else "")
+    step = f" ({per}/step)" if per else ""
     return f"{format_si(snap.get('samples_per_s_avg'), 'samples/s')}{step}"
+
+
+def _per_step(snap: dict[str, Any]) -> str:
+    """The job's samples per step (``samples_per_step``): "16", "2.5"; "" when unknown."""
+    per = snap.get("samples_per_step")
+    if not isinstance(per, (int, float)) or isinstance(per, bool):
+        return ""
+    return str(int(per)) if float(per).is_integer() else format_si(per)
 
 
 def state_text(run: dict[str, Any]) -> str:

@@ -134,7 +134,7 @@ class HostSource:
     def _rss(self, s: HostSample, pids: Iterable[int]) -> None:
         pids = list(pids)
         if not pids:
-            s.missing["rss_bytes"] = "no training process to measure yet"
+            s.missing["rss_bytes"] = "no training process to measure at this reading"
             return
         gone = []
         for pid in pids:
