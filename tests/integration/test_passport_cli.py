@@ -8,6 +8,7 @@ from conftest import FIXTURES, run_tm
 
 from trainmeter import cli
 from trainmeter.core import records
+from trainmeter.supervisor import passport_files
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 RUN_ID = "20231114-221320-abcd"
@@ -130,6 +131,46 @@ def test_a_written_passport_is_read_back_as_it_is(tmp_path, capsys):
     (folder / "passport.json").write_text(json.dumps(p))
     rc, out, err = tm(capsys, "passport", "--json", "--dir", str(tmp_path / ".trainmeter"))
     assert rc == 0 and err == "" and json.loads(out)["tokens"] == 123
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda p: p.pop("wording"), "lacks wording"),  # closed before the reasons' revision
+        (lambda p: p.update(wording=0), "written in older words"),
+        (lambda p: p.update(written_by="0.0.1"), "written by trainmeter 0.0.1, not 0.1.0"),
+        (lambda p: p.pop("unknown"), "lacks unknown"),
+    ],
+)
+def test_a_passport_another_version_or_older_words_wrote_is_rebuilt_and_says_so(
+    tmp_path, capsys, change, said
+):
+    """A run closed before a change of words shows the words the page shows (the page replays
+    the log): the stored passport is rebuilt, and stderr says which it shows and why."""
+    folder = write_run(tmp_path, known_run(steps=(1.0,)))  # one step: no timed step
+    _, out, _ = tm(capsys, "passport", "--json", "--dir", str(tmp_path / ".trainmeter"))
+    p = json.loads(out)
+    p["unknown"]["tokens_per_s_avg"] = "not measured yet: old words"  # what an older one said
+    change(p)
+    (folder / "passport.json").write_text(json.dumps(p))
+    rc, out, err = tm(capsys, "passport", "--dir", str(tmp_path / ".trainmeter"))
+    assert rc == 0 and said in err and "rebuilt from its log" in err, err
+    assert "old words" not in out and " yet" not in out  # the run has ended: this version's words
+    assert "| throughput | not measured: the run had no two steps in one segment" in out
+
+
+def test_a_stale_passport_whose_log_cannot_be_read_is_shown_as_written_and_says_so(
+    tmp_path, capsys
+):
+    folder = write_run(tmp_path, known_run())
+    _, out, _ = tm(capsys, "passport", "--json", "--dir", str(tmp_path / ".trainmeter"))
+    p = json.loads(out)
+    p["written_by"] = "0.0.1"
+    (folder / "passport.json").write_text(json.dumps(p))
+    (folder / "run.jsonl").unlink()  # (tm passport finds a run by its log: read the folder)
+    shown, said = passport_files.load(folder)
+    assert shown == p  # the stored one, as written
+    assert "written by trainmeter 0.0.1" in said and "shown as written" in said, said
 
 
 def test_a_crashed_run_gets_a_passport_with_no_end_and_says_why(tmp_path, capsys):

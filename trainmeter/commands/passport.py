@@ -1,8 +1,9 @@
 """``tm passport [RUN] [--json] [--dir D]``: print a run's passport (Markdown, or its JSON).
 
-Reads ``passport.json`` from the run folder; a run without one (an older trainmeter, a killed
-supervisor, a run still open) gets it rebuilt from ``run.jsonl``, and a line on stderr says
-so. Nothing is written. Definitions: docs/spec.md "Passport and exports".
+Reads ``passport.json`` from the run folder; a run without one (a killed supervisor, a run
+still open), or with one another trainmeter version or older words wrote, gets it rebuilt from
+``run.jsonl``, and a line on stderr says so (and says when the stored one is shown because the
+log cannot be read). Nothing is written. Definitions: docs/spec.md "Passport and exports".
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     try:
         folder = find_run(args.run, args.dir)
-        passport, rebuilt = passport_files.load(folder)
+        passport, said = passport_files.load(folder)
     except (FileNotFoundError, OSError) as exc:
         print(f"tm: {exc}", file=sys.stderr)
         return 1
-    if rebuilt:
-        print(f"tm: {folder} has no passport; rebuilt from its log", file=sys.stderr)
+    if said:  # rebuilt from the log, or (an unreadable log) the stored one as written
+        print(f"tm: {said}", file=sys.stderr)
     sys.stdout.write(json.dumps(passport, indent=2) + "\n" if args.json else markdown(passport))
     return 0

@@ -1,6 +1,12 @@
 """``passport.md`` and ``passport.json`` in a run folder: written when a run closes, read (or
 rebuilt from ``run.jsonl`` for an old or crashed run) by ``tm passport`` and ``tm export``.
 
+A stored passport is shown as written only when this trainmeter wrote it in its own words: the
+same version (``written_by``), every key this version writes, and the same revision of the
+reasons' words (``wording``, ``core/reasons.py`` ``WORDING``). Any other is rebuilt from the log,
+so that a run closed before a change of words reads as the dashboard, which replays the log,
+reads it; when the log cannot be read, the stored one is shown and :func:`load` says so.
+
 The figures come from :mod:`trainmeter.core.passport` (pure); this module only touches files.
 """
 
@@ -13,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.core import passport, passport_md
+from trainmeter.core import passport, passport_md, reasons
 from trainmeter.core.engine import replay
 
 PASSPORT_JSON = "passport.json"
@@ -49,16 +55,40 @@ def rebuild(folder: Path, version: str = __version__) -> dict[str, Any]:
     return passport.build(snap, version=version)
 
 
-def load(folder: Path) -> tuple[dict[str, Any], bool]:
-    """``(passport, rebuilt)``: the run folder's ``passport.json``, else (none, or unreadable)
-    the passport rebuilt from its log (``rebuilt`` True).
+def stale(p: Any, version: str = __version__) -> str | None:
+    """Why a stored passport is not what this version would write ("written by trainmeter
+    0.0.9", "it lacks wording", ...), or None when it is."""
+    if not isinstance(p, dict) or p.get("passport") != passport.PASSPORT_VERSION:
+        return "written in another passport format"
+    if p.get("written_by") != version:
+        return f"written by trainmeter {str(p.get('written_by'))[:40]}, not {version}"
+    lacks = [k for k in passport.build({}, version=version) if k not in p]
+    if lacks:
+        return f"it lacks {', '.join(lacks[:5])}{', ...' if len(lacks) > 5 else ''}"
+    if p.get("wording") != reasons.WORDING:
+        return "written in older words for missing figures"
+    return None
+
+
+def load(folder: Path, version: str = __version__) -> tuple[dict[str, Any], str | None]:
+    """``(passport, said)``: the run folder's ``passport.json`` with ``said`` None when this
+    version wrote it in its own words (:func:`stale`); else the passport rebuilt from the log,
+    or, when the log cannot be read, the stored one as written, with ``said`` a sentence saying
+    which it is and why ("... has no passport; rebuilt from its log").
 
     Raises: OSError when neither the passport nor the log can be read.
     """
     try:
-        p = json.loads((folder / PASSPORT_JSON).read_text(encoding="utf-8"))
-        if isinstance(p, dict) and p.get("passport") == passport.PASSPORT_VERSION:
-            return p, False
-    except (OSError, ValueError, RecursionError):  # unreadable or not ours: rebuild it
-        pass
-    return rebuild(folder), True
+        stored = json.loads((folder / PASSPORT_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # none, or unreadable: rebuild it
+        return rebuild(folder, version), f"{folder} has no passport; rebuilt from its log"
+    why = stale(stored, version)
+    if why is None:
+        return stored, None
+    try:
+        return rebuild(folder, version), f"{folder}/{PASSPORT_JSON} {why}; rebuilt from its log"
+    except OSError as exc:
+        if not isinstance(stored, dict):
+            raise
+        return stored, (f"{folder}/{PASSPORT_JSON} {why}, and its log cannot be read "
+                        f"({exc.strerror or exc}): shown as written")  # fmt: skip
