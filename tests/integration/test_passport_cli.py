@@ -137,7 +137,7 @@ def test_a_written_passport_is_read_back_as_it_is(tmp_path, capsys):
     ("change", "said"),
     [
         (lambda p: p.pop("wording"), "lacks wording"),  # closed before the reasons' revision
-        (lambda p: p.update(wording=0), "written in older words"),
+        (lambda p: p.update(wording=0), "written in other words for missing figures"),
         (lambda p: p.update(written_by="0.0.1"), "written by trainmeter 0.0.1, not 0.1.0"),
         (lambda p: p.pop("unknown"), "lacks unknown"),
     ],

@@ -56,17 +56,17 @@ def rebuild(folder: Path, version: str = __version__) -> dict[str, Any]:
 
 
 def stale(p: Any, version: str = __version__) -> str | None:
-    """Why a stored passport is not what this version would write ("written by trainmeter
-    0.0.9", "it lacks wording", ...), or None when it is."""
+    """Why a stored passport is not what this version would write ("was written by trainmeter
+    0.0.9, not 0.1.0", "lacks wording", ...), or None when it is."""
     if not isinstance(p, dict) or p.get("passport") != passport.PASSPORT_VERSION:
-        return "written in another passport format"
+        return "is in another passport format"
     if p.get("written_by") != version:
-        return f"written by trainmeter {str(p.get('written_by'))[:40]}, not {version}"
+        return f"was written by trainmeter {str(p.get('written_by'))[:40]}, not {version}"
     lacks = [k for k in passport.build({}, version=version) if k not in p]
     if lacks:
-        return f"it lacks {', '.join(lacks[:5])}{', ...' if len(lacks) > 5 else ''}"
+        return f"lacks {', '.join(lacks[:5])}{', ...' if len(lacks) > 5 else ''}"
     if p.get("wording") != reasons.WORDING:
-        return "written in older words for missing figures"
+        return "was written in other words for missing figures"
     return None
 
 
