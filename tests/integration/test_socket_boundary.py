@@ -162,7 +162,7 @@ def test_a_handler_error_is_counted_with_one_line_and_no_traceback(served, monke
     def broken(line):
         raise KeyError("a bug")
 
-    monkeypatch.setattr(ingest, "decode_wire", broken)
+    monkeypatch.setattr(ingest, "decode_batch", broken)  # what every agent line goes through
     for _ in range(3):
         s = _agent(path, _hello())
         s.sendall(_step(1))
