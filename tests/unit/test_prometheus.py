@@ -246,6 +246,28 @@ def test_a_real_engine_snapshot_exports_every_gpu_figure_it_has():
     assert _get(s, "trainmeter_tokens_total") == 128 and _get(s, "trainmeter_step") == 2
 
 
+def test_samples_per_second_is_the_engines_rate_worked_out_by_hand():
+    """Rank 0 alone, 8 samples of 4 tokens a step: steps at t = 10, 11, 11.5 and 12.5 s are
+    three timed intervals (the first step is not timed) of 1 + 0.5 + 1 = 2.5 s holding 3 x 8 =
+    24 samples, so 24 / 2.5 = 9.6 samples/s (and 96 / 2.5 = 38.4 tokens/s); 32 samples in all."""
+    eng = Engine()
+    eng.apply(records.make("run_start", 1.0, id="r", name="n", argv=[], version="0",
+                           host="gpu-017", opts={}))  # fmt: skip
+    eng.apply(records.make("agent_hello", 1.0, pid=7, rank=0, world_size=1))
+    for step, t in enumerate((10.0, 11.0, 11.5, 12.5), start=1):
+        eng.apply(records.make("step", t, step=step, rank=0, tokens=32, samples=8))
+    s = _scrape(eng.snapshot())
+    assert _get(s, "trainmeter_samples_per_second") == pytest.approx(9.6)
+    assert _get(s, "trainmeter_tokens_per_second") == pytest.approx(38.4)
+    assert _get(s, "trainmeter_samples_total") == 32
+
+
+def test_a_run_without_samples_exports_no_samples_per_second():
+    s = _scrape({**SNAP, "samples_per_s": None})
+    assert not [k for k in s if k[0] == "trainmeter_samples_per_second"]
+    assert _get(_scrape({**SNAP, "samples_per_s": 3.5}), "trainmeter_samples_per_second") == 3.5
+
+
 def test_a_snapshot_it_cannot_read_is_one_line_and_an_error_count(capsys):
     collector = SnapshotCollector(lambda: {**SNAP, "ranks": {"0": 120, "x": 1}})
     for _ in range(2):

@@ -17,10 +17,10 @@ families add ``gpu`` (the NVML index) and ``gpu_name``, per-rank families ``rank
 MFU families ``convention`` (the named-convention invariant). A figure the snapshot does not
 have (null) is left out, never exported as 0.
 
-Job-wide figures (step, tokens, tokens/s, FLOPs, MFU, the time split) are the job's as rank
-0's supervisor sees them (docs/spec.md "Counts from every rank"), so only the supervisor that
-sees rank 0 exports them; every node exports its ranks' step counts and times and its GPUs and
-host. Thus a PromQL ``sum`` over nodes counts the job once (docs/prometheus.md).
+Job-wide figures (step, tokens and samples and their rates, FLOPs, MFU, the time split) are
+the job's as rank 0's supervisor sees them (docs/spec.md "Counts from every rank"), so only the
+supervisor that sees rank 0 exports them; every node exports its ranks' step counts and times
+and its GPUs and host. Thus a PromQL ``sum`` over nodes counts the job once (docs/prometheus.md).
 """
 
 from __future__ import annotations
@@ -219,6 +219,8 @@ def _clock_families(out: _Families, snap: Mapping) -> None:
             "counter")  # fmt: skip
     out.add("samples", "samples trained, all ranks", snap.get("samples"), "counter")
     out.add("tokens_per_second", "tokens/s over the last 20 timed steps", snap.get("tokens_per_s"))
+    out.add("samples_per_second", "samples/s over the last 20 timed steps (any model: "
+            "images, audio, rows)", snap.get("samples_per_s"))  # fmt: skip
     out.add("train_seconds", "sum of timed step intervals", snap.get("train_time_s"))
     out.add("budget_tokens", "the token budget", snap.get("budget_tokens"))
     out.add("progress_ratio", "tokens over the token budget", snap.get("progress"))
