@@ -14,6 +14,8 @@ finished one never does, since nothing will come.
 
 ``WORDING`` numbers these words: a change of what a reason says bumps it, so that ``tm passport``
 rebuilds a stored passport written in older words (``supervisor/passport_files.py``).
+``tests/unit/test_wording.py`` pins a fingerprint of this module's strings beside it, and fails,
+saying what to bump, when the words change and it does not.
 
 Pure and standard library only (``trainmeter/core`` is).
 """
@@ -41,7 +43,8 @@ SINGLE = ("model", "dtype", "peak", "device", "flops_per_token_counted", "tokens
 at all; ``gpu_activity``: a GPU of ``hardware`` with no activity over time, its chart)."""
 WORDING = 2
 """The revision of the words below: bumped when what a reason says changes (a passport stores
-it, and ``tm passport`` rebuilds one written under another)."""
+it, and ``tm passport`` rebuilds one written under another); tests/unit/test_wording.py fails
+when the strings of this module change and it is not bumped."""
 MAX_KEYS = len(SINGLE) + len(PER_CONVENTION) * len(CONVENTIONS)
 WHEN_MODEL = "the agent describes it at the first training step"
 WHEN_DTYPE = "the agent reads it at the first training forward pass"
