@@ -459,8 +459,10 @@ def test_a_run_whose_gpu_was_never_read_says_so_in_the_past(cases):
     assert why["loss"].startswith("not measured: the run reported no training or validation loss")
     assert why["series"].startswith("not measured: the run reported no series")
     assert why["plan"].startswith("no plan: a plan needs a dense peak, and ")
-    # no model: said by the figures' reasons, not again in a note of other words
-    assert not [n for n in snap["notes"] if "model" in n], snap["notes"]
+    # no model: said by the figures' reasons, not again in a note of other words (the "no
+    # MFU" note is MFU's reason, word for word)
+    said = set(snap["reasons"].values())
+    assert not [n for n in snap["notes"] if "model" in n and n not in said], snap["notes"]
     # the same run, still open: "yet" (the sampler may still read it)
     eng, _ = _crashed()
     eng.run.pop("ended")
@@ -468,6 +470,31 @@ def test_a_run_whose_gpu_was_never_read_says_so_in_the_past(cases):
     open_ = eng.snapshot()
     assert open_["hardware"]["gpus"][0]["missing"]["gpu_util"] == "not sampled yet"
     assert open_["reasons"]["gpu_activity"].startswith("not measured yet: no reading of GPU 0's")
+
+
+def test_no_surface_says_no_device_was_seen_where_the_header_names_one(cases):
+    """A run that names a device (``device_text``, the header's and the passport's device
+    line) never says elsewhere that no device was seen: the crashed run's sampler listed an
+    H100 and no model said the run trained on it, which its peak, MFU, plan and GPU-hours
+    reasons say (the passport and the summary line take them)."""
+    for c in cases.values():
+        snap = c["snapshot"]
+        if not snap.get("device_text"):
+            continue
+        p = passport.build(snap, version="0")
+        said = [*_strings(snap), *_strings(p), *passport_md.markdown(p).splitlines(),
+                c["summary"]]  # fmt: skip
+        wrong = [s for s in said if re.search(r"no device (was )?seen|no known device", s)]
+        assert not wrong, (c["name"], snap["device_text"], wrong)
+    crashed = cases["crashed"]["snapshot"]
+    assert crashed["device_text"] == "NVIDIA H100 80GB HBM3"
+    listed = ("the GPU sampler listed NVIDIA H100 80GB HBM3, but no model was seen to say the run "
+              "trained on it")  # fmt: skip
+    why = crashed["reasons"]
+    assert why["peak"] == f"no peak: no dense peak is known ({listed}); declare one with --peak"
+    assert why["mfu/titan"] == f"no MFU: no dense peak is known ({listed}); declare one with --peak"
+    assert why["gpu_hours"] == (f"no GPUs: the run's device is not known ({listed}), and with "
+                                "no peak declared it counts no GPUs")  # fmt: skip
 
 
 def test_the_golden_file_is_what_the_cli_gives_now():

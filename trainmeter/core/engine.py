@@ -770,8 +770,13 @@ class Engine:
             spans=self.spans_seen, step_clock=self.step_clock,
             budget_declared=self.options.budget_tokens is not None
             or _one_or_more(self.options.budget_flops) is not None,
-            charted_gpus=frozenset(self.charted_gpus),
+            charted_gpus=frozenset(self.charted_gpus), listed_gpu=self._listed_gpu(),
         )  # fmt: skip
+
+    def _listed_gpu(self) -> str | None:
+        """The first whole GPU a real GPU backend listed (NVML name), else None (a fake
+        backend's GPU is ``_device``'s, a demonstration's)."""
+        return None if self.hw.fake else self.hw.device_name()
 
     def _device_text(self, gpus: int) -> str | None:
         """The run's own device as a person names it ("2 × NVIDIA H100 80GB HBM3", "cpu"):
@@ -1006,7 +1011,8 @@ class Engine:
             m = self.model or {}
             device = self._device() or m.get("device")
             has = peaks.find_gpu(device) is not None  # the table has a row for it
-            why = reasons.peak_why(device, self._dtype(), has, self._is_open())
+            why = reasons.peak_why(device, self._dtype(), has, self._is_open(),
+                                   self._listed_gpu())  # fmt: skip
             out.append(f"no MFU: {why}")
         if budget_flops is not None:
             if self.options.budget_tokens is not None:

@@ -41,7 +41,7 @@ SINGLE = ("model", "dtype", "peak", "device", "flops_per_token_counted", "tokens
 """The other keys ``reasons`` may hold (``ended``: the run's end, ``run.ended``; ``device``:
 ``device_text``; ``loss``: no series with a loss role, the loss chart; ``series``: no series
 at all; ``gpu_activity``: a GPU of ``hardware`` with no activity over time, its chart)."""
-WORDING = 2
+WORDING = 3
 """The revision of the words below: bumped when what a reason says changes (a passport stores
 it, and ``tm passport`` rebuilds one written under another); tests/unit/test_wording.py fails
 when the strings of this module change and it is not bumped."""
@@ -67,6 +67,10 @@ class RunFacts:
         budget_declared: a token or FLOPs budget was declared.
         charted_gpus: the indexes of the GPUs with an activity series on the timeline (the
             hardware chart), or None when not known (a snapshot without its timeline).
+        listed_gpu: the NVML name of the first whole GPU a real GPU backend's sampler listed
+            (``gpu_devices``), else None: with no ``device`` (no model, no ``--device``), the
+            GPU the run may have trained on, which its reasons name rather than say no
+            device was seen.
     """
 
     open: bool = True
@@ -79,6 +83,7 @@ class RunFacts:
     step_clock: str | None = None
     budget_declared: bool = False
     charted_gpus: frozenset | None = None
+    listed_gpu: str | None = None
 
 
 def facts_of(snap: dict[str, Any]) -> RunFacts:
@@ -88,6 +93,9 @@ def facts_of(snap: dict[str, Any]) -> RunFacts:
     state = run.get("state")
     process = snap.get("process")
     model = snap.get("model") if isinstance(snap.get("model"), dict) else {}
+    hw = snap.get("hardware") if isinstance(snap.get("hardware"), dict) else {}
+    listed = [g.get("name") for g in hw.get("gpus") or [] if isinstance(g, dict) and g.get("name")]
+    real = not str(hw.get("backend") or "").startswith("fake")
     return RunFacts(
         open=run.get("ended") is None and state != "ended",
         moving=state in ("running", "idle", None),
@@ -97,6 +105,7 @@ def facts_of(snap: dict[str, Any]) -> RunFacts:
         step_clock=snap.get("step_clock"),
         budget_declared=snap.get("budget_tokens") is not None
         or snap.get("budget_flops") is not None,
+        listed_gpu=listed[0] if listed and real else None,
     )
 
 
@@ -144,12 +153,23 @@ def attach_reason(pid: Any, is_open: bool) -> str:
             "steps, tokens, loss, FLOPs or MFU")  # fmt: skip
 
 
-def peak_why(device: str | None, dtype: str | None, table_has_device: bool, is_open: bool) -> str:
-    """Why there is no dense peak (the part after the headline): no device, no dtype for a
-    device the table has, or no row for the device."""
+def no_device(listed_gpu: str | None, is_open: bool) -> str:
+    """Why the run's device is not known (no model, no ``--device``): no device seen, or the
+    GPU the sampler listed (``listed_gpu``) with no model to say the run trained on it."""
+    if listed_gpu:
+        gpu = _name(listed_gpu)
+        if is_open:
+            return f"the GPU sampler lists {gpu}, but no model seen yet says the run trains on it"
+        return f"the GPU sampler listed {gpu}, but no model was seen to say the run trained on it"
+    return "no device seen yet" if is_open else "no device was seen"
+
+
+def peak_why(device: str | None, dtype: str | None, table_has_device: bool, is_open: bool,
+             listed_gpu: str | None = None) -> str:  # fmt: skip
+    """Why there is no dense peak (the part after the headline): no device (:func:`no_device`),
+    no dtype for a device the table has, or no row for the device."""
     if not device:
-        seen = "no device seen yet" if is_open else "no device was seen"
-        return f"no dense peak is known ({seen}); declare one with --peak"
+        return f"no dense peak is known ({no_device(listed_gpu, is_open)}); declare one with --peak"
     dev = _name(device)
     if dtype is None and table_has_device:
         if is_open:
@@ -193,7 +213,8 @@ def reasons(snap: dict[str, Any], f: RunFacts) -> dict[str, str]:
             else f"{NOT}: the agent saw no dtype; declare it with --dtype"
         )
     peak = snap.get("peak")
-    why_peak = None if peak else peak_why(f.device, snap.get("dtype"), f.table_has_device, is_open)
+    why_peak = None if peak else peak_why(f.device, snap.get("dtype"), f.table_has_device, is_open,
+                                          f.listed_gpu)  # fmt: skip
     if why_peak is not None:
         out["peak"] = agent or f"no peak: {why_peak}"
     if not snap.get("device_text"):
@@ -222,8 +243,14 @@ def reasons(snap: dict[str, Any], f: RunFacts) -> dict[str, str]:
     gpus = snap.get("gpus")
     no_gpus = None
     if not gpus:
-        dev = _name((model or {}).get("device") or f.device or "no known device")
-        no_gpus = f"no GPUs: the run trained on {dev} and declared no peak, so it counts no GPUs"
+        dev = (model or {}).get("device") or f.device
+        if dev:
+            no_gpus = (f"no GPUs: the run trained on {_name(dev)} and declared no peak, so it "
+                       "counts no GPUs")  # fmt: skip
+        else:
+            unknown = no_device(f.listed_gpu, is_open)
+            no_gpus = (f"no GPUs: the run's device is not known ({unknown}), and with no peak "
+                       "declared it counts no GPUs")  # fmt: skip
 
     fpt = snap.get("flops_per_token") or {}
     lacks = snap.get("flops_per_token_missing") or {}
