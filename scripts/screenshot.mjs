@@ -3,12 +3,13 @@
 //
 //   node scripts/screenshot.mjs JOB.json
 //
-// JOB: {chromium, pages: [{url, width, height, colorScheme, waitStep, act, shots: [{png, panel}]}]}.
-// Each page is opened once; `waitStep` waits until the dashboard's step reaches it (a live run),
-// `act` uses the view's controls as a person would (convention hf, log scale, a price), and each
-// shot is the whole page, or with `panel` the header, that one panel alone, full width, and the
-// notes (one says when the GPU counters come from a fake backend, a demonstration). Prints
-// one JSON line: {shots: [png...], errors: [console errors and page errors]}.
+// JOB: {chromium, pages: [{url, width, height, colorScheme, waitStep, act, shots: [{png, panel,
+// inPlace}]}]}. Each page is opened once; `waitStep` waits until the dashboard's step reaches it (a
+// live run), `act` uses the view's controls as a person would (convention hf, log scale, a price),
+// and each shot is the whole page; with `panel` the header, that one panel alone, full width, and
+// the notes (one says when the GPU counters come from a fake backend, a demonstration); with
+// `panel` and `inPlace` that panel as it sits in the whole dashboard at this width, nothing moved.
+// Prints one JSON line: {shots: [png...], errors: [console errors and page errors]}.
 import fs from 'node:fs';
 
 import { chromium } from 'playwright';
@@ -75,9 +76,16 @@ try {
       await page.getByTestId('tm-price').fill('2.5');
     }
     for (const shot of spec.shots) {
-      await only(page, shot.panel || null);
+      await only(page, shot.panel && !shot.inPlace ? shot.panel : null);
       await settle(page);
-      if (shot.panel) await page.locator('.tm-root').first().screenshot({ path: shot.png, animations: 'disabled' });
+      if (shot.panel && shot.inPlace) {
+        // the whole page in the viewport (same width, so the same layout): a panel taller than
+        // the window is still shot whole
+        const tall = await page.evaluate(() => document.documentElement.scrollHeight);
+        if (tall > spec.height) await page.setViewportSize({ width: spec.width, height: tall });
+        await settle(page);
+        await page.getByTestId(`tm-panel-${shot.panel}`).first().screenshot({ path: shot.png, animations: 'disabled' });
+      } else if (shot.panel) await page.locator('.tm-root').first().screenshot({ path: shot.png, animations: 'disabled' });
       else await page.screenshot({ path: shot.png, fullPage: true, animations: 'disabled' });
       shots.push(shot.png);
     }

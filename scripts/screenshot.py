@@ -6,13 +6,19 @@ from the scripted fake NVML backend, a demonstration the dashboard says it is) i
 folder, and captures in headless Chromium (Playwright, scripts/screenshot.mjs):
 
 - the ``tm`` page it serves, live: as soon as it answers (the run starting), then mid-run, whole
-  at 1400 px (light and dark, the OS preference) and 500 px wide; with ``--panels``, only each
-  panel alone under the header at 1000 px, mid-run (``panel-<name>.png``: docs/img/ has them);
+  at 1400 px (light and dark, the OS preference) and 500 px wide;
 - the Jupyter widget (``trainmeter/static/widget.js``, loaded as anywidget loads it, its model's
   ``snapshot`` and ``history`` traits set to what the kernel's bridge sets at the cell's end: the
   run's log replayed) in JupyterLab's light and dark themes (their real CSS variables, read from
   the installed jupyterlab package), at a notebook column (500 px) and a wide window (1400 px),
   and once with the view's controls used (convention hf, log scale, a price of $2.50).
+
+With ``--panels`` (the pictures of docs/img/), each panel as it sits in the whole dashboard, at
+two widths: narrow, the widget in JupyterLab's light theme at a notebook cell's width
+(``NARROW`` px, the finished run's traits: ``panel-<name>-narrow.png``), and wide, the live page
+mid-run at ``WIDE`` px (``panel-<name>-wide.png``); and the whole dashboard at each
+(``dashboard-narrow.png``, ``dashboard-wide.png``). A ``panel-*.png`` or ``dashboard-*.png`` in
+the folder that this run did not make (an older layout's name) is removed.
 
     npm run build && python scripts/screenshot.py [--out /tmp/trainmeter-shots]
     python scripts/screenshot.py --panels --out docs/img   # the pictures of docs/img/
@@ -49,6 +55,8 @@ STATIC = ROOT / "trainmeter" / "static"
 VENV = ROOT / ".venv" / "bin"
 URL_RE = re.compile(r"http://127\.0\.0\.1:\d+/t/[^/\s]+/")
 PANELS = ("cockpit", "efficiency", "hardware", "time", "plan", "passport")
+NARROW = 800  # px: a JupyterLab notebook cell's output in a laptop's window, the widget
+WIDE = 1400  # px: the tm page in a desktop browser window
 RANK_TOKENS = 16 * 128  # a rank's tokens per step: train_gpt.py's 16 sequences of 128 bytes
 
 HARNESS = """<!doctype html>
@@ -218,15 +226,21 @@ class Run:
             self.proc.wait(timeout=30)
 
 
+def panel_shots(url: str, out: Path, width: int, name: str) -> list[dict]:
+    """The dashboard at ``url``, ``width`` px wide: whole (``dashboard-<name>.png``), then each
+    panel where it sits (``panel-<panel>-<name>.png``)."""
+    shots = [{"png": str(out / f"dashboard-{name}.png")}]
+    shots += [{"png": str(out / f"panel-{p}-{name}.png"), "panel": p, "inPlace": True}
+              for p in PANELS]  # fmt: skip
+    return [{"url": url, "width": width, "height": 900, "colorScheme": "light", "shots": shots}]
+
+
 def page_shots(url: str, out: Path, steps: int, panels: bool) -> list[dict]:
-    """The live page: as it first answers, then mid-run whole; or (``panels``) mid-run, panel by
-    panel."""
+    """The live page: as it first answers, then mid-run whole; or (``panels``) mid-run at
+    ``WIDE`` px, whole and panel by panel."""
     mid = max(2, steps * 3 // 5)
     if panels:
-        return [{"url": url, "width": 1000, "height": 900, "colorScheme": "light",
-                 "waitStep": mid,
-                 "shots": [{"png": str(out / f"panel-{p}.png"), "panel": p}
-                           for p in PANELS]}]  # fmt: skip
+        return [{**page, "waitStep": mid} for page in panel_shots(url, out, WIDE, "wide")]
     return [
         {"url": url, "width": 500, "height": 900, "colorScheme": "light", "waitStep": 0,
          "shots": [{"png": str(out / "page-start-light-500.png")}]},
@@ -239,8 +253,11 @@ def page_shots(url: str, out: Path, steps: int, panels: bool) -> list[dict]:
     ]  # fmt: skip
 
 
-def widget_shots(base: str, out: Path) -> list[dict]:
-    """The widget with the finished run's traits, in JupyterLab's themes."""
+def widget_shots(base: str, out: Path, panels: bool = False) -> list[dict]:
+    """The widget with the finished run's traits, in JupyterLab's themes; or (``panels``) in the
+    light theme at ``NARROW`` px, whole and panel by panel."""
+    if panels:
+        return panel_shots(f"{base}/light.html", out, NARROW, "narrow")
     shots = [("widget-light-500", "light", 500, False), ("widget-dark-500", "dark", 500, False),
              ("widget-light-1400", "light", 1400, False), ("widget-dark-1400", "dark", 1400, False),
              ("widget-controls-light-1400", "light", 1400, True)]  # fmt: skip
@@ -257,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=2, help="ranks (torchrun) of the run")
     parser.add_argument("--backend", default="fake:h100x2", help="tm --gpu-backend")
     parser.add_argument("--panels", action="store_true",
-                        help="only one picture per panel (--panels --out docs/img)")  # fmt: skip
+                        help=f"only each panel and the whole dashboard, {NARROW} px (the widget) "
+                        f"and {WIDE} px (the page) wide (--panels --out docs/img)")  # fmt: skip
     parser.add_argument("--run", help="no new run: the widget of this run's log (id or folder)")
     parser.add_argument("--readme", action="store_true",
                         help="only the README's picture, docs/img/widget.png: runs "
@@ -283,8 +301,6 @@ def main(argv: list[str] | None = None) -> int:
                 url = run.wait_url()
                 print(f"run: {' '.join(run.proc.args[1:])}\npage: {url}")
                 errors += shoot(args.chromium, page_shots(url, args.out, args.steps, args.panels))
-                if args.panels:  # the run is stopped here: its widget is not wanted
-                    return _report(errors)
                 log = run.log()
             finally:
                 run.stop()
@@ -292,8 +308,20 @@ def main(argv: list[str] | None = None) -> int:
         site.mkdir()
         write_site(site, replayed(log))
         with serve(site) as base:
-            errors += shoot(args.chromium, widget_shots(base, args.out))
+            errors += shoot(args.chromium, widget_shots(base, args.out, args.panels))
+    if args.panels:
+        _remove_stale(args.out)
     return _report(errors)
+
+
+def _remove_stale(out: Path) -> None:
+    """Remove the panel pictures in ``out`` that ``--panels`` no longer makes (an older name)."""
+    made = {f"dashboard-{w}.png" for w in ("narrow", "wide")}
+    made |= {f"panel-{p}-{w}.png" for p in PANELS for w in ("narrow", "wide")}
+    for png in sorted([*out.glob("panel-*.png"), *out.glob("dashboard-*.png")]):
+        if png.name not in made:
+            png.unlink()
+            print(f"removed {png} (not made any more)")
 
 
 def readme_picture() -> int:
