@@ -35,6 +35,12 @@ def _ascii_str(n: int) -> int:
     return 2 + 2 * n
 
 
+def _plain_str(n: int) -> int:
+    """Bytes of a JSON string of ``n`` characters of printable ASCII without \" and \\ (the
+    reasons' own alphabet, ``reasons._ascii``): one byte each."""
+    return 2 + n
+
+
 NUM = 24  # a float's repr is at most 24 bytes ("-2.2250738585072014e-308"); an int < 2**53, 16
 NAME = _str_bytes(E.MAX_NAME)  # 2402
 # points: 128 series, each a name, `:[[`, `],[`, `]]`, a comma, and cap points of x and y
@@ -80,18 +86,19 @@ SAMPLES += len('"hfu_counted":{"value":,"avg":,"flops_per_s":,"per":,"why":},') 
 HFU_WHY = [*E.HFU_WHY.values(), Why.attach_reason("9" * 200, True)]  # tm attach: no agent
 SAMPLES += len('"sample"') + 2 + max(len(why) for why in HFU_WHY)
 SAMPLES += len(',"samples":') + 16
-# why each figure is missing (core/reasons.py): at most MAX_KEYS reasons, each printable ASCII of
-# at most MAX_REASON characters (2 bytes a character at most: \" and \\) under a key of at most
-# "model_flops_per_s_per_gpu/embeddings"; the run's own device (a count and a model string of at
-# most MAX_NAME characters); a demonstration's backend (ASCII), GPU count, text (ASCII but "×")
-# and banner
+# why each figure is missing (core/reasons.py): at most MAX_KEYS reasons, each of at most
+# MAX_REASON characters of printable ASCII without \" and \\ (one byte a character in JSON)
+# under a key of at most "model_flops_per_s_per_gpu/embeddings"; the run's own device (a count and
+# a model string of at most MAX_NAME characters); a demonstration's backend (the reasons'
+# alphabet), GPU count, text (that alphabet but "×") and banner
 WHY_KEY = max(len(f"{k}/{c}") for k in Why.PER_CONVENTION for c in CONVENTIONS)
-WHY = len('"reasons":{},') + Why.MAX_KEYS * (2 + WHY_KEY + 1 + _ascii_str(Why.MAX_REASON) + 1)
+WHY_EACH = 2 + WHY_KEY + 1 + _plain_str(Why.MAX_REASON) + 1  # "key":"reason",
+WHY = len('"reasons":{},') + Why.MAX_KEYS * WHY_EACH
 WHY += len('"device_text":,') + _str_bytes(E.MAX_NAME + len(f"{E.MAX_RANKS} × "))
 DEMO_TEXT = len("demonstration: ") + len(f"{H.MAX_DEVICES} × fake ") + Why.MAX_NAME_IN_REASON
 DEMO_BANNER = 120 + Why.MAX_NAME_IN_REASON  # the sentence around the backend's name
 WHY += len('"demonstration":{"backend":,"gpus":,"text":,"banner":},') + NUM
-WHY += _ascii_str(Why.MAX_NAME_IN_REASON) + _str_bytes(DEMO_TEXT) + _ascii_str(DEMO_BANNER)
+WHY += _plain_str(Why.MAX_NAME_IN_REASON) + _str_bytes(DEMO_TEXT) + _plain_str(DEMO_BANNER)
 # hardware (the supervisor's sampler, not training code): its strings are printable ASCII
 # (core/hardware.py), at most 2 bytes a character in JSON (\" and \\). Per GPU: every key with
 # a number, the name, up to 64 throttle names (a 64-bit mask; an unknown bit reads
@@ -135,13 +142,41 @@ def test_the_stated_bound_is_the_sum_of_its_parts():
     parts += SAMPLES + WHY
     assert DETAIL == 810
     assert RANKS == 119_808 + 64 * 810 and SHOWN == 1_836 and SAMPLES == 777
-    assert WHY == 29_843
+    assert WHY_EACH == 342 and WHY == 17_595  # a reason: 342 bytes at most (642 with \" and \\)
     # the demonstration's texts at their longest (a backend and a GPU name of any length)
     demo = Why.demonstration("fake:" + "\U0001f600" * 999, H.MAX_DEVICES, "\U0001f600" * 999)
     assert len(demo["text"]) <= DEMO_TEXT and len(demo["banner"]) <= DEMO_BANNER
-    assert len(json.dumps(demo["backend"])) <= _ascii_str(Why.MAX_NAME_IN_REASON)
-    assert parts == 1_043_735 and parts <= SNAPSHOT_BOUND
+    assert len(json.dumps(demo["backend"])) <= _plain_str(Why.MAX_NAME_IN_REASON)
+    assert len(json.dumps(demo["banner"])) <= _plain_str(DEMO_BANNER)
+    assert parts == 1_031_487 and parts <= SNAPSHOT_BOUND
+    # room for what comes next (a reason key is 342 bytes): 16 KiB at least
+    assert SNAPSHOT_BOUND - parts >= 16 * 1024
     assert UPDATE_BOUND == 14_157_312
+
+
+def test_a_reason_costs_its_length_and_two_quotes_whatever_names_it_quotes():
+    """Ended and open runs, attached or not, with and without a model, whose names (a device,
+    a listed GPU, a pid, a shape error) are made of the characters JSON escapes and of ones
+    outside ASCII: each reason is printable
+    ASCII without \" and \\ (one byte a character), at most MAX_REASON long, and all of them
+    together within their part of the bound."""
+    odd = '"\\\U0001f600' * 200
+    big = {"run": {"state": "ended"}, "flops_per_token": {c: None for c in CONVENTIONS}}
+    facts = [Why.RunFacts(open=o, moving=False, device=odd, shape_error=odd, listed_gpu=odd,
+                          attached=a) for o in (True, False) for a in (None, odd)]  # fmt: skip
+    snaps = [big, {**big, "model": {"device": odd}, "gpus": 0}]
+    worst = {}
+    for snap in snaps:
+        for f in facts:
+            for key, why in Why.reasons(snap, f).items():
+                assert _bytes(why) == len(why) + 2 and len(why) <= Why.MAX_REASON, why
+                assert '"' not in why and "\\" not in why
+                worst[key] = max(worst.get(key, ""), why, key=len)
+    assert len(worst) <= Why.MAX_KEYS
+    assert all(_bytes(k) - 2 <= WHY_KEY for k in worst)
+    assert _bytes({"reasons": worst}) <= Why.MAX_KEYS * WHY_EACH + len('{"reasons":{}}')
+    # the quoted names keep their place, in the reasons' alphabet
+    assert "'/?'/?" in Why.reasons(big, facts[1])["peak"]
 
 
 class _NullLog:
@@ -317,5 +352,10 @@ def test_what_training_code_can_send_at_worst_stays_under_the_snapshot_bound(tmp
     assert len(snap["hardware"]["gpus"]) == H.MAX_DEVICES
     # the clock moved by one; tokens: rank 0's ignored, the 1023 other kept ranks' own, 2 x 5
     assert snap["step"] == 1 and snap["tokens"] == 1023 * 2 * 5
+    # its reasons: each one byte a character, all of them within their part of the bound
+    assert all(
+        _bytes(v) == len(v) + 2 <= _plain_str(Why.MAX_REASON) for v in snap["reasons"].values()
+    )
+    assert _bytes({"reasons": snap["reasons"]}) <= Why.MAX_KEYS * WHY_EACH + len('{"reasons":{}}')
     # and a first (full) update, with every kept series, stays under the update bound
     assert _bytes(live.update(-1)) <= UPDATE_BOUND + _launch_bytes(snap)

@@ -10,7 +10,7 @@ from pathlib import Path
 from trainmeter.core import reasons
 
 SOURCE = Path(reasons.__file__)
-PINNED = (3, "5886ce666f713e43")
+PINNED = (4, "bf1aacf380e8b1ec")
 """(``reasons.WORDING``, :func:`fingerprint` of ``core/reasons.py``) when the words were last
 revised."""
 

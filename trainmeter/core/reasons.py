@@ -30,7 +30,7 @@ from trainmeter.core.flops import CONVENTIONS
 NOT_YET = "not measured yet"
 NOT = "not measured"
 NA = "n/a"
-MAX_REASON = 300  # characters of one reason, printable ASCII (a bounded snapshot)
+MAX_REASON = 300  # characters of one reason, plain ASCII (a bounded snapshot: _ascii)
 MAX_NAME_IN_REASON = 64  # characters of a device or convention name quoted in a reason
 PER_CONVENTION = ("flops_per_token", "flops_spent", "mfu", "mfu_avg", "model_flops_per_s_per_gpu")
 """Keys whose reasons are per convention: ``reasons["mfu/titan"]``."""
@@ -41,7 +41,7 @@ SINGLE = ("model", "dtype", "peak", "device", "flops_per_token_counted", "tokens
 """The other keys ``reasons`` may hold (``ended``: the run's end, ``run.ended``; ``device``:
 ``device_text``; ``loss``: no series with a loss role, the loss chart; ``series``: no series
 at all; ``gpu_activity``: a GPU of ``hardware`` with no activity over time, its chart)."""
-WORDING = 3
+WORDING = 4
 """The revision of the words below: bumped when what a reason says changes (a passport stores
 it, and ``tm passport`` rebuilds one written under another); tests/unit/test_wording.py fails
 when the strings of this module change and it is not bumped."""
@@ -136,9 +136,14 @@ def why_missing(convention: str, fields: list[str] | tuple[str, ...]) -> str:
     return f"{convention} needs {', '.join(fields)}, which the model record lacks"
 
 
+_PLAIN = {'"': "'", "\\": "/"}  # the two printable characters JSON escapes
+
+
 def _ascii(text: str, limit: int = MAX_REASON) -> str:
-    """Printable ASCII (others read "?"), cut to ``limit`` characters ("..." when cut)."""
-    text = "".join(c if " " <= c <= "~" else "?" for c in str(text)[: limit + 1])
+    """Printable ASCII that JSON writes as is, one byte a character (``"`` reads ``'``,
+    ``\\`` reads ``/``, others outside printable ASCII ``?``), cut to ``limit`` characters
+    ("..." when cut): a reason costs its length plus its two quotes in the snapshot."""
+    text = "".join(_PLAIN.get(c, c) if " " <= c <= "~" else "?" for c in str(text)[: limit + 1])
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
