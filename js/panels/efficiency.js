@@ -126,7 +126,8 @@ export function createEfficiency(view) {
     }
     const made = slot.ensure(conv, () => ({
       series: [{ label: `MFU [${conv}]`, color: 1, width: 1.75 }],
-      height: (w) => Math.round(Math.min(170, Math.max(120, w * 0.3))),
+      // beside the figures (a wide page), about as tall as their three rows; 120 px at least
+      height: (w) => Math.round(Math.min(240, Math.max(120, w * 0.45))),
       yRange: (_min, max) => [0, max > 0 ? max * 1.15 : 1],
       yLabel: "MFU (%)",
     }));
