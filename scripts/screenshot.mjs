@@ -8,8 +8,9 @@
 // live run), `act` uses the view's controls as a person would (convention hf, log scale, a price),
 // and each shot is the whole page; with `panel` the header, that one panel alone, full width, and
 // the notes (one says when the GPU counters come from a fake backend, a demonstration); with
-// `panel` and `inPlace` that panel as it sits in the whole dashboard at this width, nothing moved.
-// Prints one JSON line: {shots: [png...], errors: [console errors and page errors]}.
+// `panel` and `inPlace` that panel as it sits in the whole dashboard at this width, nothing moved
+// (a text of it that runs past its right edge is an error). Prints one JSON line: {shots: [png...],
+// errors: [console errors, page errors, cut texts]}.
 import fs from 'node:fs';
 
 import { chromium } from 'playwright';
@@ -40,6 +41,25 @@ async function only(page, id) {
       p.style.display = id && p.dataset.testid !== `tm-panel-${id}` ? 'none' : '';
       p.style.gridArea = id ? 'auto / 1 / auto / -1' : '';
     });
+  }, id);
+}
+
+/** The texts of panel `id` that run past its right edge (cut there, or out of the box): a list of
+ * "panel <id>: '<text>' runs N px past its right edge" lines. */
+async function cutTexts(page, id) {
+  return page.evaluate((id) => {
+    const panel = document.querySelector(`[data-testid="tm-panel-${id}"]`);
+    if (!panel) return [];
+    const edge = panel.getBoundingClientRect().right;
+    const out = [];
+    for (const node of panel.querySelectorAll('*')) {
+      if (node.children.length || !node.textContent.trim() || node.closest('.tm-plot, .tm-table-scroll')) continue;
+      const r = node.getBoundingClientRect();
+      if (r.width && r.right > edge + 0.5) {
+        out.push(`panel ${id}: '${node.textContent.trim().slice(0, 60)}' runs ${Math.ceil(r.right - edge)} px past its right edge`);
+      }
+    }
+    return out;
   }, id);
 }
 
@@ -85,6 +105,7 @@ try {
         if (tall > spec.height) await page.setViewportSize({ width: spec.width, height: tall });
         await settle(page);
         await page.getByTestId(`tm-panel-${shot.panel}`).first().screenshot({ path: shot.png, animations: 'disabled' });
+        for (const line of await cutTexts(page, shot.panel)) errors.push(`${spec.url} at ${spec.width} px: ${line}`);
       } else if (shot.panel) await page.locator('.tm-root').first().screenshot({ path: shot.png, animations: 'disabled' });
       else await page.screenshot({ path: shot.png, fullPage: true, animations: 'disabled' });
       shots.push(shot.png);

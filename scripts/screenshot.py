@@ -26,7 +26,8 @@ the folder that this run did not make (an older layout's name) is removed.
     python scripts/screenshot.py --run RUN           # the widget of an existing run (no new run)
     python scripts/screenshot.py --readme            # the README's picture (below), nothing else
 
-Prints each PNG's path and any console error the pages logged; exits 1 if one did. Needs the
+Prints each PNG's path and any console error the pages logged, and with ``--panels`` any text
+of a panel that runs past the panel's right edge (cut); exits 1 if there was one. Needs the
 bundle (``npm run build``), the npm dev packages (``npm ci``) and a Chromium binary (Debian:
 ``apt-get install chromium``). The README's picture, docs/img/widget.png, is taken in JupyterLab
 itself, by ``scripts/readme_picture.sh`` (the quickstart notebook run as a user runs it, a few
