@@ -49,14 +49,8 @@ def thin_pass(ys: list) -> list[int]:
     what a line chart of that bucket would draw); bucket size 4 so a pass keeps half of the
     older half.
     """
-    n = len(ys)
-    half = n // 2
-    full = half - half % GROUP
-    if GROUP == 4 and _finite_floats(ys[:full]):  # the usual case, unrolled
-        keep = _keep_floats(ys, full)
-    else:
-        keep = _keep_any(ys, full)
-    keep.extend(range(full, n))
+    keep, full = _old_keep(ys)
+    keep.extend(range(full, len(ys)))
     return keep
 
 
@@ -129,21 +123,24 @@ def _keep_floats(ys: list, full: int) -> list[int]:
     return keep
 
 
-def _take(items: list, keep: list[int], full: int) -> list:
-    """``[items[i] for i in keep]`` for :func:`thin_pass`'s ``keep``, whose indices from
-    ``full`` on are all of them (the newer half): those as one slice, the rest in C."""
-    old = keep[: len(keep) - (len(items) - full)]
-    if len(old) > 1:
-        return [*itemgetter(*old)(items), *items[full:]]
-    return [items[i] for i in old] + items[full:]
+def _old_keep(ys: list) -> tuple[list[int], int]:
+    """:func:`thin_pass`'s indices kept among the older half's full groups, and where those
+    end (``full``: every point from there on is kept)."""
+    half = len(ys) // 2
+    full = half - half % GROUP
+    if GROUP == 4 and _finite_floats(ys[:full]):  # the usual case, unrolled
+        return _keep_floats(ys, full), full
+    return _keep_any(ys, full), full
 
 
 def _thin_series(s: _Series) -> None:
-    """One :func:`thin_pass` over a series' points."""
-    keep = thin_pass(s.ys)
-    half = len(s.ys) // 2
-    full = half - half % GROUP
-    s.xs, s.ys, s.seqs = _take(s.xs, keep, full), _take(s.ys, keep, full), _take(s.seqs, keep, full)
+    """One :func:`thin_pass` over a series' points: the older half's full groups replaced in
+    place by the points they keep (one gather for the three lists, no copy of the newer
+    half)."""
+    keep, full = _old_keep(s.ys)
+    if keep:  # two or more (each full group keeps 2); none under 8 points
+        get = itemgetter(*keep)
+        s.xs[:full], s.ys[:full], s.seqs[:full] = get(s.xs), get(s.ys), get(s.seqs)
 
 
 def thin(xs: list, ys: list, cap: int = DEFAULT_CAP) -> tuple[list, list]:
