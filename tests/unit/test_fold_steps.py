@@ -83,6 +83,7 @@ CASES = {
     "no seq_sq": {"seq": False},
     "zero counts": {"zeros": True, "jitter": True},
     "arrivals": {"arr": True},
+    "arrivals, no seq_sq": {"arr": True, "seq": False},
     "merged rows": {"agg": True},
     "a repeated time": {"back": True, "jitter": True},
     "no tokens": {"notok": True, "jitter": True},
@@ -154,6 +155,11 @@ def test_apply_steps_names_the_row_that_raised():
 def test_step_lines_are_what_encode_and_the_stamp_write():
     b = records.Steps(1, 2, [T0 + 0.1, T0 + 0.25], [7, 8], [None, 5], [3, None], [None, 9],
                       [None, T0])  # fmt: skip
+    want = b"".join(
+        records.encode(r)[:-2] + b',"n":%d}\n' % n for n, r in enumerate(b.rows(), start=4)
+    )
+    assert records.step_lines(b, 4) == want
+    b.seq_sq = None  # an arrival without seq_sq is written too
     want = b"".join(
         records.encode(r)[:-2] + b',"n":%d}\n' % n for n, r in enumerate(b.rows(), start=4)
     )

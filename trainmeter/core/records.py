@@ -569,25 +569,33 @@ class Steps:
 def step_lines(b: Steps, n: int) -> bytes | None:
     """The run-log lines of ``b``'s rows, stamped ``"n"`` from ``n`` on: byte for byte
     :func:`encode` of each row's record with its ``n`` appended (``store.RunLog``), in one
-    call; None for a batch this does not format (merged rows, a time that is not a float)."""
+    ``%`` operation over the whole batch (the times' ``repr`` taken as a column first: most of
+    the cost); None for a batch this does not format (merged rows, a time that is not a float,
+    columns of unequal length)."""
     if b.agg is not None or type(b.v) is not int or type(b.rank) is not int:
         return None
     if set(map(type, b.t)) != {float}:  # finite: checked when decoded
         return None
-    head = '{{"v":' + str(b.v) + ',"k":"step","t":{!r},"step":{},"rank":' + str(b.rank) + ","
-    cols = [b.t, b.step, _json_ints(b.tokens), _json_ints(b.samples)]
-    if b.seq_sq is None:
-        tail = '"tokens":{},"samples":{},"n":{}}}\n'
-    elif b.arr is None:
-        tail = '"tokens":{},"samples":{},"seq_sq":{},"n":{}}}\n'
+    m = len(b.step)
+    line = '{"v":' + str(b.v) + ',"k":"step","t":%s,"step":%s,"rank":' + str(b.rank) + ","
+    line += '"tokens":%s,"samples":%s,'
+    cols = [list(map(float.__repr__, b.t)), b.step, _json_ints(b.tokens), _json_ints(b.samples)]
+    if b.seq_sq is not None:
+        line += '"seq_sq":%s,'
         cols.append(_json_ints(b.seq_sq))
-    else:
+    if b.arr is not None:  # encode writes it where a row has one, after seq_sq
         if set(map(type, b.arr)) - {float, type(None)}:
             return None
-        tail = '"tokens":{},"samples":{},"seq_sq":{},{}"n":{}}}\n'
-        cols += [_json_ints(b.seq_sq), ["" if a is None else f'"arr":{a!r},' for a in b.arr]]
-    cols.append(range(n, n + len(b.step)))
-    return "".join(map((head + tail).format, *cols)).encode()
+        line += "%s"
+        cols.append(["" if a is None else f'"arr":{a!r},' for a in b.arr])
+    line += '"n":%s}\n'
+    cols.append(range(n, n + m))
+    if any(len(col) != m for col in cols):
+        return None
+    fields = [None] * (len(cols) * m)  # row by row: each row's fields in the line's order
+    for q, col in enumerate(cols):
+        fields[q :: len(cols)] = col
+    return ((line * m) % tuple(fields)).encode()
 
 
 def _json_ints(col: list) -> list:
