@@ -96,29 +96,38 @@ def _keep_floats(ys: list, full: int) -> list[int]:
     group of 4 at a time: the first lowest and the first highest point, in order (the first
     and the last when every y is equal); the same comparisons, unrolled."""
     keep: list[int] = []
-    add = keep.extend
     g = 0
     for a, b, c, d in zip(ys[0:full:4], ys[1:full:4], ys[2:full:4], ys[3:full:4], strict=True):
+        # one name a statement (no tuple built and unpacked), the pair added in place
         if b < a:
-            lo, low, hi, high = 1, b, 0, a
+            lo = 1
+            low = b
+            hi = 0
+            high = a
         elif b > a:
-            lo, low, hi, high = 0, a, 1, b
+            lo = 0
+            low = a
+            hi = 1
+            high = b
         else:
-            lo, low, hi, high = 0, a, 0, a
+            lo = hi = 0
+            low = high = a
         if c < low:
-            lo, low = 2, c
+            lo = 2
+            low = c
         elif c > high:
-            hi, high = 2, c
+            hi = 2
+            high = c
         if d < low:
             lo = 3
         elif d > high:
             hi = 3
-        if lo == hi:
-            add((g, g + 3))
-        elif lo < hi:
-            add((g + lo, g + hi))
-        else:
-            add((g + hi, g + lo))
+        if lo < hi:
+            keep += (g + lo, g + hi)
+        elif lo > hi:
+            keep += (g + hi, g + lo)
+        else:  # every y equal: the first and the last
+            keep += (g, g + 3)
         g += 4
     return keep
 
