@@ -236,3 +236,35 @@ def test_replay_by_batches_is_replay_line_by_line_on_any_log(tmp_path, seed):
         a, b = replay(damaged), _replay_rows(damaged)
         assert a.snapshot() == b.snapshot()
         assert a.timeline.full() == b.timeline.full()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("block", [64, 997, 1 << 22])
+def test_a_log_file_read_by_blocks_is_read_as_its_lines(tmp_path, monkeypatch, seed, block):
+    """batches() of a file (step lines found a block at a time, blocks cut anywhere) gives
+    what reading its lines one by one gives: the same snapshot, chart and counts."""
+    from trainmeter.core import logread
+    from trainmeter.core.engine import replay
+
+    monkeypatch.setattr(logread, "BLOCK", block)
+    monkeypatch.setattr(logread, "MAX_LINE", 600)  # a line longer than a block, and one over
+    lines = _lines(seed, jitter=seed % 2 == 0, zeros=seed == 3)
+    log = _run(tmp_path, "x", lines, batched=True, segments={4})[2]
+    damaged = _damaged(log, seed) if seed else log.splitlines(keepends=True)
+    k = len(damaged) // 2
+    damaged[k:k] = [b'{"v":1,"k":"note","t":1700000011.0,"text":"' + b"a" * 550 + b'"}\n',
+                    b"\n", b'{"v":1,"k":"note","t":1700000011.0,"text":"' + b"b" * 900 + b'"}\n',
+                    b"junk\r\n", b'{"v":1,"k":"step","t":1.5\r}\n']  # fmt: skip
+    if seed == 2:  # the last line without its newline: a step line that reads whole
+        damaged[-1] = damaged[-1].rstrip(b"\n")
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"".join(damaged))
+    a, b = replay(path), _replay_rows(damaged)
+    assert a.snapshot() == b.snapshot()
+    assert a.timeline.full() == b.timeline.full()
+    reader, rows = logread.LogReader(path), logread.LogReader(damaged)
+    assert sum(len(x) if isinstance(x, records.Steps) else 1 for x in reader.batches()) == len(
+        list(rows)
+    )
+    assert (reader.skipped, reader.lines, reader.records, reader.cut, reader.last_t) == (
+        rows.skipped, rows.lines, rows.records, rows.cut, rows.last_t)  # fmt: skip
