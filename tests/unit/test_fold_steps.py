@@ -268,3 +268,62 @@ def test_a_log_file_read_by_blocks_is_read_as_its_lines(tmp_path, monkeypatch, s
     )
     assert (reader.skipped, reader.lines, reader.records, reader.cut, reader.last_t) == (
         rows.skipped, rows.lines, rows.records, rows.cut, rows.last_t)  # fmt: skip
+
+
+def _points_rows(lines):
+    """Export's points as they were: every record of the reader applied and its points
+    taken one by one."""
+    from trainmeter.core.logread import LogReader
+    from trainmeter.exports import points
+
+    charted: list = []
+    eng = Engine()
+    eng.timeline = points._Tap(charted)
+    start = None
+    for rec in LogReader(lines):
+        timed_s = eng.clock.timed_s
+        eng.apply(rec)
+        if start is None:
+            start = eng.run.get("started", rec["t"])
+        timed = eng.clock.timed_s > timed_s
+        yield from points._points(rec, eng, charted, rec["t"] - start, timed)
+        charted.clear()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("peak", [True, False])
+def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(tmp_path, seed, peak):
+    import csv
+    import io
+
+    from trainmeter.exports import csv as export_csv
+    from trainmeter.exports import points
+
+    kw = [{}, {"jitter": True}, {"zeros": True, "jitter": True}, {"notok": True}][seed]
+    lines = _lines(seed, **kw)
+    log = _run(tmp_path, "x", lines, batched=True, peak=peak, segments={4})[2]
+    damaged = _damaged(log, seed) if seed % 2 else log.splitlines(keepends=True)
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"".join(damaged))
+    want = list(_points_rows(damaged))
+    assert list(points.iter_points(path)) == want
+    got, plain = io.StringIO(), io.StringIO()
+    w, ref = csv.writer(got), csv.writer(plain)
+    for item in points.iter_rows(path):
+        if isinstance(item, points.Point):
+            w.writerow((item.series, item.step, repr(item.t), repr(item.value)))
+        else:
+            got.write(export_csv._step_rows(item))
+    ref.writerows((p.series, p.step, repr(p.t), repr(p.value)) for p in want)
+    assert got.getvalue() == plain.getvalue()
+    assert any(isinstance(x, points.StepRows) for x in points.iter_rows(path))
+
+
+def test_a_series_name_is_quoted_in_the_csv_as_the_writer_quotes_it():
+    from trainmeter.exports import csv as export_csv
+    from trainmeter.exports.points import StepRows
+
+    rows = StepRows(("tokens", 'a,"b"%s'), [1, 2], [0.5, 1.5], [10.5, 11.5], [[3, 4], [0.1, 2]])
+    assert export_csv._step_rows(rows) == (
+        'tokens,1,0.5,3\r\n"a,""b""%s",1,0.5,0.1\r\ntokens,2,1.5,4\r\n"a,""b""%s",2,1.5,2\r\n'
+    )

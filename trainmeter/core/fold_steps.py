@@ -15,8 +15,8 @@ arrival or merged rows; anything else (and whatever a row would raise on) is lef
 from __future__ import annotations
 
 import math
-from itertools import repeat
-from operator import itemgetter, lt, mul, sub
+from itertools import accumulate, repeat
+from operator import add, gt, itemgetter, lt, mul, sub
 from typing import Any
 
 from trainmeter.core import flops
@@ -27,10 +27,11 @@ FEW = 4  # rows fewer than this go to Engine.apply one by one: a batch's own wor
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
-def fold(eng: Any, b: Any, i: int) -> int:
+def fold(eng: Any, b: Any, i: int, tap: dict | None = None) -> int:
     """Fold rows ``i`` on of the steps batch ``b`` into the engine ``eng`` when they are the
     common case (module docstring); returns the end of the rows folded (``i``: none, so
-    ``Engine.apply`` takes row ``i``). Raises nothing for a batch it takes."""
+    ``Engine.apply`` takes row ``i``). Raises nothing for a batch it takes. ``tap`` (a dict,
+    for ``tm export``) gets what each folded row left, as :func:`rows_left` says."""
     n = len(b)
     if n - i < FEW or b.agg is not None or b.arr is not None:
         return i
@@ -55,6 +56,8 @@ def fold(eng: Any, b: Any, i: int) -> int:
     got = _rows(eng, b, i, j, ts, last, rc, r, own)
     if got is None:
         return i
+    if tap is not None:
+        tap.update(rows_left(eng, got, ts, own))
     _commit(eng, got, ts, rc, r, own)
     return j
 
@@ -184,6 +187,7 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
     if chart is None:
         return None
     return {"steps": steps, "toks": toks, "smps": smps, "sqv": sqv, "sqt": sqt, "dts": dts,
+            "window": (comb_dt, off, lp, w), "res_o": res_o, "rates": rates,
             "sr": sr, "so": so, "sc": sc, "tr": tr, "to": to, "tc": tc, "rt": rt,
             "chart": chart}  # fmt: skip
 
@@ -281,6 +285,36 @@ def _seq_recent(c, sqv: list, sqt: list, prior: list, w: int) -> list:
         else:
             out.append(cum_sq / cum_sqt if cum_sqt else None)
     return out
+
+
+def rows_left(eng: Any, got: dict, ts: list, own: Any) -> dict:
+    """What each folded row leaves, before the rows are committed: ``steps``, ``t`` (s since
+    the epoch), ``tokens`` and ``samples`` (the job's, so far), ``timed`` (the step clock's
+    timed seconds grew), ``samples_per_s`` (``RankCounts.rate(1, samples=True)`` then: the
+    rank's window samples over its window seconds, None before a sample) and ``chart`` (the
+    points charted: ``(names, steps, columns)``), as ``Engine.apply`` of each row leaves them."""
+    counts, c = eng.counts, eng.clock
+    dts, smps = got["dts"], got["smps"]
+    comb_dt, off, lp, w = got["window"]
+    tcs = list(accumulate(dts, add, initial=c.timed_s))  # as the fold carries them
+    samples = list(accumulate(smps, add, initial=counts.samples))[1:]
+    prior = [x[2] for x in own.recent]  # the window's samples before the rows
+    comb_smp = prior + smps
+    so, rs, rates = own.recent_s, own.recent_samples, []
+    for k, dt in enumerate(dts):  # the window as RankCounts.add slides it, row by row
+        if k + off >= 0:
+            so -= comb_dt[k + off]
+            rs -= comb_smp[k + off]
+        so += dt
+        rs += smps[k]
+        if k in got["res_o"]:
+            so = math.fsum(comb_dt[max(0, k + lp + 1 - w) : k + lp + 1])
+        rates.append(rs / so if so > 0 and samples[k] else None)
+    return {"steps": got["steps"], "t": ts,
+            "tokens": list(accumulate(got["toks"], add, initial=counts.tokens))[1:],
+            "samples": samples, "timed": list(map(gt, tcs[1:], tcs[:-1])),
+            "samples_per_s": rates, "chart": got["chart"],
+            "charted": [x is not None for x in got["rates"]]}  # fmt: skip
 
 
 def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
