@@ -36,10 +36,19 @@ def _step_rows(rows: StepRows) -> str:
 
 
 def _quoted(name: str) -> str:
-    """``name`` as ``csv.writer`` writes a field (quoted only where it must be)."""
-    out = io.StringIO()
-    csv.writer(out, lineterminator="").writerow((name, 0))
-    return out.getvalue()[:-2]
+    """``name`` as ``csv.writer`` writes a field (quoted only where it must be); kept for
+    the names a run charts at every step (a few), looked up again for each batch."""
+    got = _QUOTED.get(name)
+    if got is None:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="").writerow((name, 0))
+        got = out.getvalue()[:-2]
+        if len(_QUOTED) < 256:
+            _QUOTED[name] = got
+    return got
+
+
+_QUOTED: dict[str, str] = {}
 
 
 def export(run: RunData, out: str | None = None, with_passport: bool = False) -> str:
