@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from itertools import accumulate, repeat
-from operator import add, gt, itemgetter, lt, mul, sub
+from operator import add, gt, itemgetter, lt, mul, sub, truediv
 from typing import Any
 
 from trainmeter.core import flops
@@ -24,7 +24,7 @@ from trainmeter.core import flops
 MAX_COUNT = 2**53  # as engine.MAX_COUNT (steps, tokens, samples must be below)
 RESUM = 1023  # the windows' float sums are summed afresh each 1024 steps (engine, ranks, ...)
 FEW = 4  # rows fewer than this go to Engine.apply one by one: a batch's own work costs more
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_FIRST, _SECOND, _THIRD, _FOURTH, _FIFTH = map(itemgetter, range(5))
 
 
 def fold(eng: Any, b: Any, i: int, tap: dict | None = None) -> int:
@@ -201,13 +201,13 @@ def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
     """``(names, xs, columns)``: the points ``Engine._on_step`` charts at these rows
     (``tokens_per_s``, then ``mfu/<c>`` by ``Engine._chart_mfu``); None when a row's points
     are not those of the others or one would raise (then ``Engine.apply`` takes the rows)."""
-    rows = [k for k, x in enumerate(rates) if x is not None]
+    all_rows = None not in rates  # the usual case: every row has a tokens/s
+    rows = range(len(rates)) if all_rows else [k for k, x in enumerate(rates) if x is not None]
     if not rows:
         return (), [], []
     if eng._mfu_divisor is None:  # as _chart_mfu looks it up at its first point
         eng._mfu_divisor = (eng._gpus(), eng._peak())
     gpus, peak = eng._mfu_divisor
-    all_rows = len(rows) == len(rates)
     xs = steps if all_rows else [steps[k] for k in rows]
     ys = rates if all_rows else [rates[k] for k in rows]
     if peak is None or eng.shape is None:
@@ -217,7 +217,7 @@ def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
         return None  # metrics.mfu raises on it
     seqs = _seq_recent(eng.clock, sqv, sqt, prior, w)
     by_seq: dict = {}
-    for s in {seqs[k] for k in rows}:
+    for s in set(seqs) if all_rows else {seqs[k] for k in rows}:
         got = _mfu_factors(eng, s, p)
         if got is None:
             return None
@@ -229,8 +229,8 @@ def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
     den = max(gpus, 1) * float(p)
     cols = [ys]
     if len(by_seq) == 1:
-        for _, v in next(iter(by_seq.values())):
-            cols.append([x * v / den for x in ys])
+        for _, v in next(iter(by_seq.values())):  # x * v / den of each x, in C
+            cols.append(list(map(truediv, map(mul, ys, repeat(v)), repeat(den))))
     else:
         fs = [by_seq[seqs[k]] for k in rows]
         for q in range(len(names) - 1):
@@ -263,8 +263,8 @@ def _mfu_factors(eng: Any, seq: float | None, p: float) -> list | None:
 def _seq_recent(c, sqv: list, sqt: list, prior: list, w: int) -> list:
     """Each row's ``seq_len_recent`` as ``Engine._chart_mfu`` reads it: the recent window's
     ``seq_sq`` over its tokens, else the run's mean, else None."""
-    comb_sq = list(map(itemgetter(2), prior)) + sqv
-    comb_sqt = list(map(itemgetter(3), prior)) + sqt
+    comb_sq = list(map(_THIRD, prior)) + sqv
+    comb_sqt = list(map(_FOURTH, prior)) + sqt
     if comb_sqt and 0 not in comb_sqt:  # one sequence length throughout: it, at every row
         length, rest = divmod(comb_sq[0], comb_sqt[0])
         if not rest and list(map(mul, comb_sqt, repeat(length))) == comb_sq:
@@ -357,7 +357,7 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     while len(own.recent) > counts.window:
         own.recent.popleft()
     own.recent_tokens = got["rt"]
-    own.recent_samples = sum(map(itemgetter(2), own.recent))
+    own.recent_samples = sum(map(_THIRD, own.recent))
     own.recent_s = got["so"]
     # the step clock (Engine._on_step, _Clock.push)
     c.tokens, c.samples = counts.tokens, counts.samples
@@ -370,9 +370,9 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     c.timed_tokens += tsum
     c.recent.extend(zip(dts[-w:], toks[-w:], sqv[-w:], sqt[-w:], ones, strict=False))
     c.recent_tokens = sum(map(_SECOND, c.recent))
-    c.recent_sq = sum(map(itemgetter(2), c.recent))
-    c.recent_sq_tokens = sum(map(itemgetter(3), c.recent))
-    c.recent_steps = sum(map(itemgetter(4), c.recent))
+    c.recent_sq = sum(map(_THIRD, c.recent))
+    c.recent_sq_tokens = sum(map(_FOURTH, c.recent))
+    c.recent_steps = sum(map(_FIFTH, c.recent))
     c.recent_s = got["sc"]
     c.last_t = t_end
     if eng.run["state"] == "idle":
