@@ -570,7 +570,8 @@ def step_lines(b: Steps, n: int) -> bytes | None:
     """The run-log lines of ``b``'s rows, stamped ``"n"`` from ``n`` on: byte for byte
     :func:`encode` of each row's record with its ``n`` appended (``store.RunLog``), in one
     ``%`` operation over the whole batch (the times' ``repr`` taken as a column first: most of
-    the cost); None for a batch this does not format (merged rows, a time that is not a float,
+    the cost; a count the same in every row, as a fixed batch's, written into the line once);
+    None for a batch this does not format (merged rows, a time that is not a float,
     columns of unequal length)."""
     if b.agg is not None or type(b.v) is not int or type(b.rank) is not int:
         return None
@@ -578,11 +579,16 @@ def step_lines(b: Steps, n: int) -> bytes | None:
         return None
     m = len(b.step)
     line = '{"v":' + str(b.v) + ',"k":"step","t":%s,"step":%s,"rank":' + str(b.rank) + ","
-    line += '"tokens":%s,"samples":%s,'
-    cols = [list(map(float.__repr__, b.t)), b.step, _json_ints(b.tokens), _json_ints(b.samples)]
+    cols: list = [list(map(float.__repr__, b.t)), b.step]
+    parts = [("tokens", b.tokens), ("samples", b.samples)]
     if b.seq_sq is not None:
-        line += '"seq_sq":%s,'
-        cols.append(_json_ints(b.seq_sq))
+        parts.append(("seq_sq", b.seq_sq))
+    for name, col in parts:
+        if len(col) == m and col.count(col[0]) == m:  # the same every row: written once
+            line += f'"{name}":{_json_ints(col[:1])[0]},'
+        else:
+            line += f'"{name}":%s,'
+            cols.append(_json_ints(col))
     if b.arr is not None:  # encode writes it where a row has one, after seq_sq
         if set(map(type, b.arr)) - {float, type(None)}:
             return None
