@@ -80,6 +80,10 @@ def _finite_float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+# a line without these can hold no number beyond a float (one needs 309 digits, of its own or
+# of its exponent: a run of 200 digits, or an exponent of 3): read without a call per float
+_MAY_OVERFLOW = re.compile(rb"[0-9]{200}|[eE][+-]?[0-9]{3}")
+_PLAIN = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def too_deep(line: bytes, limit: int = MAX_DEPTH) -> bool:
@@ -109,7 +113,8 @@ def parse(line: bytes | str) -> dict[str, Any]:
     if too_deep(raw):
         raise RecordError(f"JSON nested deeper than {MAX_DEPTH}")
     try:
-        rec = _DECODER.decode(raw.decode("utf-8"))
+        decoder = _DECODER if _MAY_OVERFLOW.search(raw) else _PLAIN
+        rec = decoder.decode(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise RecordError("not UTF-8") from None
     except (ValueError, RecursionError):

@@ -239,6 +239,8 @@ def _str_map(x: Any) -> bool:
 def _counter_ok(x: Any) -> bool:
     """null, or a number in [0, 2**64]: what a sampler reading can be (NVML's counters are
     64-bit); sums and differences of such readings stay finite."""
+    if x.__class__ is float:  # the usual reading, without a call: finite, in range
+        return x - x == 0.0 and 0.0 <= x <= 2.0**64
     return x is None or (_is(x, _NUM) and _finite(x) and 0 <= x <= 2**64)
 
 
@@ -317,8 +319,9 @@ def _check_entry(kind: str, d: Any) -> None:
         elif k in ("process_mem_bytes", "rss_by_pid"):
             _need(_number_map(v), kind, f"{k!r} must be an object of numbers")
         elif k in _GPU_NUMBERS:  # counters and readings: >= 0, within NVML's 64 bits
-            got = type(v).__name__
-            _need(_counter_ok(v), kind, f"{k!r} must be a finite number >= 0 or null, got {got}")
+            if not _counter_ok(v):
+                got = type(v).__name__
+                raise RecordError(f"{kind}: {k!r} must be a finite number >= 0 or null, got {got}")
         else:
             _need(_scalar_ok(v), kind, f"{k[:40]!r} must be a JSON scalar (finite)")
 
