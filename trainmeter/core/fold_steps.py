@@ -335,7 +335,7 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     r.steps += m
     r.recent.extend(zip(dts[-w:], ones, strict=False))
     r.recent_s = got["sr"]
-    r.recent_steps = sum(map(_SECOND, r.recent))
+    r.recent_steps = w if m >= w else sum(map(_SECOND, r.recent))  # each new interval: 1
     r.timed_s = got["tr"]
     r.steps_timed += m
     r.inside_s += r.pending_s
@@ -369,10 +369,10 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     eng.span_pending_s = 0.0
     c.timed_tokens += tsum
     c.recent.extend(zip(dts[-w:], toks[-w:], sqv[-w:], sqt[-w:], ones, strict=False))
-    c.recent_tokens = sum(map(_SECOND, c.recent))
+    c.recent_tokens = got["rt"]  # the counts' window holds the same tokens (checked)
     c.recent_sq = sum(map(_THIRD, c.recent))
     c.recent_sq_tokens = sum(map(_FOURTH, c.recent))
-    c.recent_steps = sum(map(_FIFTH, c.recent))
+    c.recent_steps = w if m >= w else sum(map(_FIFTH, c.recent))
     c.recent_s = got["sc"]
     c.last_t = t_end
     if eng.run["state"] == "idle":
