@@ -13,6 +13,8 @@ written once, by this checkout, and every tree reads the same file.
 Each round times, in process CPU (the machine is shared; its load average is printed):
 
 - ``json.loads``: a bare parse of every line (the file read line by line), the baseline;
+- ``read``: ``LogReader.batches()`` alone (the lines read, checked and cut into records and
+  step batches; a tree without it: iterating the reader), the part of replay before the engine;
 - ``replay``: ``core.engine.replay`` of the file and its snapshot, what ``tm replay --json``,
   ``tm ls`` and ``tm passport`` do;
 - ``export csv``: ``exports.csv.export`` of the run (``tm export csv``): every series' points.
@@ -36,7 +38,7 @@ from pathlib import Path
 
 T0 = 1.7e9
 STEP_S = 0.01
-PARTS = ("json.loads", "replay", "export csv")
+PARTS = ("json.loads", "read", "replay", "export csv")
 
 
 def write_log(root: Path, steps: int) -> Path:
@@ -109,6 +111,13 @@ def one_round(folder: Path) -> dict[str, float]:
         for line in f:
             json.loads(line)
     got["json.loads"] = time.process_time() - t
+    from trainmeter.core.logread import LogReader
+
+    reader = LogReader(log)
+    t = time.process_time()
+    for _ in getattr(reader, "batches", reader.__iter__)():
+        pass
+    got["read"] = time.process_time() - t
     t = time.process_time()
     replay(log).snapshot()
     got["replay"] = time.process_time() - t

@@ -83,6 +83,7 @@ CASES = {
     "no seq_sq": {"seq": False},
     "zero counts": {"zeros": True, "jitter": True},
     "arrivals": {"arr": True},
+    "arrivals, no seq_sq": {"arr": True, "seq": False},
     "merged rows": {"agg": True},
     "a repeated time": {"back": True, "jitter": True},
     "no tokens": {"notok": True, "jitter": True},
@@ -154,6 +155,11 @@ def test_apply_steps_names_the_row_that_raised():
 def test_step_lines_are_what_encode_and_the_stamp_write():
     b = records.Steps(1, 2, [T0 + 0.1, T0 + 0.25], [7, 8], [None, 5], [3, None], [None, 9],
                       [None, T0])  # fmt: skip
+    want = b"".join(
+        records.encode(r)[:-2] + b',"n":%d}\n' % n for n, r in enumerate(b.rows(), start=4)
+    )
+    assert records.step_lines(b, 4) == want
+    b.seq_sq = None  # an arrival without seq_sq is written too
     want = b"".join(
         records.encode(r)[:-2] + b',"n":%d}\n' % n for n, r in enumerate(b.rows(), start=4)
     )
@@ -230,3 +236,94 @@ def test_replay_by_batches_is_replay_line_by_line_on_any_log(tmp_path, seed):
         a, b = replay(damaged), _replay_rows(damaged)
         assert a.snapshot() == b.snapshot()
         assert a.timeline.full() == b.timeline.full()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("block", [64, 997, 1 << 22])
+def test_a_log_file_read_by_blocks_is_read_as_its_lines(tmp_path, monkeypatch, seed, block):
+    """batches() of a file (step lines found a block at a time, blocks cut anywhere) gives
+    what reading its lines one by one gives: the same snapshot, chart and counts."""
+    from trainmeter.core import logread
+    from trainmeter.core.engine import replay
+
+    monkeypatch.setattr(logread, "BLOCK", block)
+    monkeypatch.setattr(logread, "MAX_LINE", 600)  # a line longer than a block, and one over
+    lines = _lines(seed, jitter=seed % 2 == 0, zeros=seed == 3)
+    log = _run(tmp_path, "x", lines, batched=True, segments={4})[2]
+    damaged = _damaged(log, seed) if seed else log.splitlines(keepends=True)
+    k = len(damaged) // 2
+    damaged[k:k] = [b'{"v":1,"k":"note","t":1700000011.0,"text":"' + b"a" * 550 + b'"}\n',
+                    b"\n", b'{"v":1,"k":"note","t":1700000011.0,"text":"' + b"b" * 900 + b'"}\n',
+                    b"junk\r\n", b'{"v":1,"k":"step","t":1.5\r}\n']  # fmt: skip
+    if seed == 2:  # the last line without its newline: a step line that reads whole
+        damaged[-1] = damaged[-1].rstrip(b"\n")
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"".join(damaged))
+    a, b = replay(path), _replay_rows(damaged)
+    assert a.snapshot() == b.snapshot()
+    assert a.timeline.full() == b.timeline.full()
+    reader, rows = logread.LogReader(path), logread.LogReader(damaged)
+    assert sum(len(x) if isinstance(x, records.Steps) else 1 for x in reader.batches()) == len(
+        list(rows)
+    )
+    assert (reader.skipped, reader.lines, reader.records, reader.cut, reader.last_t) == (
+        rows.skipped, rows.lines, rows.records, rows.cut, rows.last_t)  # fmt: skip
+
+
+def _points_rows(lines):
+    """Export's points as they were: every record of the reader applied and its points
+    taken one by one."""
+    from trainmeter.core.logread import LogReader
+    from trainmeter.exports import points
+
+    charted: list = []
+    eng = Engine()
+    eng.timeline = points._Tap(charted)
+    start = None
+    for rec in LogReader(lines):
+        timed_s = eng.clock.timed_s
+        eng.apply(rec)
+        if start is None:
+            start = eng.run.get("started", rec["t"])
+        timed = eng.clock.timed_s > timed_s
+        yield from points._points(rec, eng, charted, rec["t"] - start, timed)
+        charted.clear()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("peak", [True, False])
+def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(tmp_path, seed, peak):
+    import csv
+    import io
+
+    from trainmeter.exports import csv as export_csv
+    from trainmeter.exports import points
+
+    kw = [{}, {"jitter": True}, {"zeros": True, "jitter": True}, {"notok": True}][seed]
+    lines = _lines(seed, **kw)
+    log = _run(tmp_path, "x", lines, batched=True, peak=peak, segments={4})[2]
+    damaged = _damaged(log, seed) if seed % 2 else log.splitlines(keepends=True)
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"".join(damaged))
+    want = list(_points_rows(damaged))
+    assert list(points.iter_points(path)) == want
+    got, plain = io.StringIO(), io.StringIO()
+    w, ref = csv.writer(got), csv.writer(plain)
+    for item in points.iter_rows(path):
+        if isinstance(item, points.Point):
+            w.writerow((item.series, item.step, repr(item.t), repr(item.value)))
+        else:
+            got.write(export_csv._step_rows(item))
+    ref.writerows((p.series, p.step, repr(p.t), repr(p.value)) for p in want)
+    assert got.getvalue() == plain.getvalue()
+    assert any(isinstance(x, points.StepRows) for x in points.iter_rows(path))
+
+
+def test_a_series_name_is_quoted_in_the_csv_as_the_writer_quotes_it():
+    from trainmeter.exports import csv as export_csv
+    from trainmeter.exports.points import StepRows
+
+    rows = StepRows(("tokens", 'a,"b"%s'), [1, 2], [0.5, 1.5], [10.5, 11.5], [[3, 4], [0.1, 2]])
+    assert export_csv._step_rows(rows) == (
+        'tokens,1,0.5,3\r\n"a,""b""%s",1,0.5,0.1\r\ntokens,2,1.5,4\r\n"a,""b""%s",2,1.5,2\r\n'
+    )

@@ -50,7 +50,11 @@ def test_deep_json_is_refused_before_it_is_parsed():
     assert reader.skipped == {("note", "JSON nested deeper than 64"): 1}
 
 
-@pytest.mark.parametrize("token", [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400"])
+BEYOND = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"1E+309", b"1e0400",
+          b"9" * 250 + b".5e99", b"1" + b"0" * 309 + b".0", b"-" + b"9" * 309 + b".0"]  # fmt: skip
+
+
+@pytest.mark.parametrize("token", BEYOND)
 def test_nan_infinity_and_numbers_beyond_a_float_are_refused(token):
     with pytest.raises(RecordError, match="not JSON"):
         logread.parse(b'{"v":1,"k":"series","t":1,"name":"x","value":' + token + b"}")

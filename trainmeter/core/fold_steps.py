@@ -15,8 +15,8 @@ arrival or merged rows; anything else (and whatever a row would raise on) is lef
 from __future__ import annotations
 
 import math
-from itertools import repeat
-from operator import itemgetter, lt, mul, sub
+from itertools import accumulate, repeat
+from operator import add, gt, itemgetter, lt, mul, sub, truediv
 from typing import Any
 
 from trainmeter.core import flops
@@ -24,13 +24,14 @@ from trainmeter.core import flops
 MAX_COUNT = 2**53  # as engine.MAX_COUNT (steps, tokens, samples must be below)
 RESUM = 1023  # the windows' float sums are summed afresh each 1024 steps (engine, ranks, ...)
 FEW = 4  # rows fewer than this go to Engine.apply one by one: a batch's own work costs more
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_FIRST, _SECOND, _THIRD, _FOURTH, _FIFTH = map(itemgetter, range(5))
 
 
-def fold(eng: Any, b: Any, i: int) -> int:
+def fold(eng: Any, b: Any, i: int, tap: dict | None = None) -> int:
     """Fold rows ``i`` on of the steps batch ``b`` into the engine ``eng`` when they are the
     common case (module docstring); returns the end of the rows folded (``i``: none, so
-    ``Engine.apply`` takes row ``i``). Raises nothing for a batch it takes."""
+    ``Engine.apply`` takes row ``i``). Raises nothing for a batch it takes. ``tap`` (a dict,
+    for ``tm export``) gets what each folded row left, as :func:`rows_left` says."""
     n = len(b)
     if n - i < FEW or b.agg is not None or b.arr is not None:
         return i
@@ -55,6 +56,8 @@ def fold(eng: Any, b: Any, i: int) -> int:
     got = _rows(eng, b, i, j, ts, last, rc, r, own)
     if got is None:
         return i
+    if tap is not None:
+        tap.update(rows_left(eng, got, ts, own))
     _commit(eng, got, ts, rc, r, own)
     return j
 
@@ -77,9 +80,21 @@ def _clean(ts: list, b: Any, i: int, last: float, newest: float) -> int:
 
 def _in_range(col: list) -> bool:
     """Every int of ``col`` (None aside) in [0, 2**53)."""
-    if None in col:
+    try:  # ints only, the usual case: no scan for None first (an int compared to None raises)
+        return min(col) >= 0 and max(col) < MAX_COUNT
+    except TypeError:
         col = [x for x in col if x is not None]
     return not col or (min(col) >= 0 and max(col) < MAX_COUNT)
+
+
+def has_none(col: list) -> bool:
+    """Whether a column of ints and None holds a None: ``sum`` in C, three times faster than
+    ``None in col`` (which compares each int with None)."""
+    try:
+        sum(col)
+    except TypeError:
+        return True
+    return False
 
 
 def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -> dict | None:
@@ -102,7 +117,7 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
         sqv = sqt = [0] * len(ts)
     else:  # a row's seq_sq counts only with its tokens (Engine._own_counts)
         sq = b.seq_sq[i:j]
-        if None in sq or 0 in toks:
+        if has_none(sq) or 0 in toks:
             sqv = [q if q is not None and t else 0 for q, t in zip(sq, toks, strict=True)]
             sqt = [t if q is not None and t else 0 for q, t in zip(sq, toks, strict=True)]
         else:
@@ -172,26 +187,27 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
     if chart is None:
         return None
     return {"steps": steps, "toks": toks, "smps": smps, "sqv": sqv, "sqt": sqt, "dts": dts,
+            "window": (comb_dt, off, lp, w), "res_o": res_o, "rates": rates,
             "sr": sr, "so": so, "sc": sc, "tr": tr, "to": to, "tc": tc, "rt": rt,
             "chart": chart}  # fmt: skip
 
 
 def _zeros(col: list) -> list:
     """A count column with None (none seen) as 0, as ``Engine._own_counts`` reads it."""
-    return [x or 0 for x in col] if None in col else col
+    return [x or 0 for x in col] if has_none(col) else col
 
 
 def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
     """``(names, xs, columns)``: the points ``Engine._on_step`` charts at these rows
     (``tokens_per_s``, then ``mfu/<c>`` by ``Engine._chart_mfu``); None when a row's points
     are not those of the others or one would raise (then ``Engine.apply`` takes the rows)."""
-    rows = [k for k, x in enumerate(rates) if x is not None]
+    all_rows = None not in rates  # the usual case: every row has a tokens/s
+    rows = range(len(rates)) if all_rows else [k for k, x in enumerate(rates) if x is not None]
     if not rows:
         return (), [], []
     if eng._mfu_divisor is None:  # as _chart_mfu looks it up at its first point
         eng._mfu_divisor = (eng._gpus(), eng._peak())
     gpus, peak = eng._mfu_divisor
-    all_rows = len(rows) == len(rates)
     xs = steps if all_rows else [steps[k] for k in rows]
     ys = rates if all_rows else [rates[k] for k in rows]
     if peak is None or eng.shape is None:
@@ -201,7 +217,7 @@ def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
         return None  # metrics.mfu raises on it
     seqs = _seq_recent(eng.clock, sqv, sqt, prior, w)
     by_seq: dict = {}
-    for s in {seqs[k] for k in rows}:
+    for s in set(seqs) if all_rows else {seqs[k] for k in rows}:
         got = _mfu_factors(eng, s, p)
         if got is None:
             return None
@@ -213,8 +229,8 @@ def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
     den = max(gpus, 1) * float(p)
     cols = [ys]
     if len(by_seq) == 1:
-        for _, v in next(iter(by_seq.values())):
-            cols.append([x * v / den for x in ys])
+        for _, v in next(iter(by_seq.values())):  # x * v / den of each x, in C
+            cols.append(list(map(truediv, map(mul, ys, repeat(v)), repeat(den))))
     else:
         fs = [by_seq[seqs[k]] for k in rows]
         for q in range(len(names) - 1):
@@ -247,8 +263,8 @@ def _mfu_factors(eng: Any, seq: float | None, p: float) -> list | None:
 def _seq_recent(c, sqv: list, sqt: list, prior: list, w: int) -> list:
     """Each row's ``seq_len_recent`` as ``Engine._chart_mfu`` reads it: the recent window's
     ``seq_sq`` over its tokens, else the run's mean, else None."""
-    comb_sq = list(map(itemgetter(2), prior)) + sqv
-    comb_sqt = list(map(itemgetter(3), prior)) + sqt
+    comb_sq = list(map(_THIRD, prior)) + sqv
+    comb_sqt = list(map(_FOURTH, prior)) + sqt
     if comb_sqt and 0 not in comb_sqt:  # one sequence length throughout: it, at every row
         length, rest = divmod(comb_sq[0], comb_sqt[0])
         if not rest and list(map(mul, comb_sqt, repeat(length))) == comb_sq:
@@ -271,6 +287,36 @@ def _seq_recent(c, sqv: list, sqt: list, prior: list, w: int) -> list:
     return out
 
 
+def rows_left(eng: Any, got: dict, ts: list, own: Any) -> dict:
+    """What each folded row leaves, before the rows are committed: ``steps``, ``t`` (s since
+    the epoch), ``tokens`` and ``samples`` (the job's, so far), ``timed`` (the step clock's
+    timed seconds grew), ``samples_per_s`` (``RankCounts.rate(1, samples=True)`` then: the
+    rank's window samples over its window seconds, None before a sample) and ``chart`` (the
+    points charted: ``(names, steps, columns)``), as ``Engine.apply`` of each row leaves them."""
+    counts, c = eng.counts, eng.clock
+    dts, smps = got["dts"], got["smps"]
+    comb_dt, off, lp, w = got["window"]
+    tcs = list(accumulate(dts, add, initial=c.timed_s))  # as the fold carries them
+    samples = list(accumulate(smps, add, initial=counts.samples))[1:]
+    prior = [x[2] for x in own.recent]  # the window's samples before the rows
+    comb_smp = prior + smps
+    so, rs, rates = own.recent_s, own.recent_samples, []
+    for k, dt in enumerate(dts):  # the window as RankCounts.add slides it, row by row
+        if k + off >= 0:
+            so -= comb_dt[k + off]
+            rs -= comb_smp[k + off]
+        so += dt
+        rs += smps[k]
+        if k in got["res_o"]:
+            so = math.fsum(comb_dt[max(0, k + lp + 1 - w) : k + lp + 1])
+        rates.append(rs / so if so > 0 and samples[k] else None)
+    return {"steps": got["steps"], "t": ts,
+            "tokens": list(accumulate(got["toks"], add, initial=counts.tokens))[1:],
+            "samples": samples, "timed": list(map(gt, tcs[1:], tcs[:-1])),
+            "samples_per_s": rates, "chart": got["chart"],
+            "charted": [x is not None for x in got["rates"]]}  # fmt: skip
+
+
 def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     """Leave the state ``Engine.apply`` of each row would have left."""
     c, counts = eng.clock, eng.counts
@@ -289,7 +335,7 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     r.steps += m
     r.recent.extend(zip(dts[-w:], ones, strict=False))
     r.recent_s = got["sr"]
-    r.recent_steps = sum(map(_SECOND, r.recent))
+    r.recent_steps = w if m >= w else sum(map(_SECOND, r.recent))  # each new interval: 1
     r.timed_s = got["tr"]
     r.steps_timed += m
     r.inside_s += r.pending_s
@@ -311,7 +357,7 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     while len(own.recent) > counts.window:
         own.recent.popleft()
     own.recent_tokens = got["rt"]
-    own.recent_samples = sum(map(itemgetter(2), own.recent))
+    own.recent_samples = sum(map(_THIRD, own.recent))
     own.recent_s = got["so"]
     # the step clock (Engine._on_step, _Clock.push)
     c.tokens, c.samples = counts.tokens, counts.samples
@@ -323,10 +369,10 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     eng.span_pending_s = 0.0
     c.timed_tokens += tsum
     c.recent.extend(zip(dts[-w:], toks[-w:], sqv[-w:], sqt[-w:], ones, strict=False))
-    c.recent_tokens = sum(map(_SECOND, c.recent))
-    c.recent_sq = sum(map(itemgetter(2), c.recent))
-    c.recent_sq_tokens = sum(map(itemgetter(3), c.recent))
-    c.recent_steps = sum(map(itemgetter(4), c.recent))
+    c.recent_tokens = got["rt"]  # the counts' window holds the same tokens (checked)
+    c.recent_sq = sum(map(_THIRD, c.recent))
+    c.recent_sq_tokens = sum(map(_FOURTH, c.recent))
+    c.recent_steps = w if m >= w else sum(map(_FIFTH, c.recent))
     c.recent_s = got["sc"]
     c.last_t = t_end
     if eng.run["state"] == "idle":

@@ -43,7 +43,7 @@ _COUNT = rb"(0|[1-9][0-9]*|null)"
 # takes, nothing else: its fields in their order, each number as JSON writes it, the time a
 # float in [0, 1e11) as repr writes one (a point; an exponent only below 1e-4), ``n`` in
 # [1, 2**63); any other line is read by parse()
-_STEP_LINE = re.compile(
+_STEP_BODY = (
     rb'\{"v":1,"k":"step","t":((?:0|[1-9][0-9]{0,10})\.[0-9]+|[1-9](?:\.[0-9]+)?e-[0-9]{1,3})'
     rb',"step":'
     + _INT
@@ -56,8 +56,15 @@ _STEP_LINE = re.compile(
     + rb'(,"seq_sq":'
     + _COUNT
     + rb")?"
-    + rb'(?:,"n":([1-9][0-9]{0,17}))?\}\n?'
+    + rb'(?:,"n":([1-9][0-9]{0,17}))?\}'
 )
+_STEP_LINE = re.compile(_STEP_BODY + rb"\n?")
+# whole step lines in a block of lines (each from a line's start to its newline): split() on it
+# gives every step line's 8 groups, and the other lines between them, in one call
+_STEP_LINES = re.compile(rb"^" + _STEP_BODY + rb"\n", re.M)
+_GROUPS = 8  # of _STEP_BODY: t, step, rank, tokens, samples, (,"seq_sq":x), x, n
+_STRIDE = _GROUPS + 1  # split() puts the text before each match ahead of its groups
+BLOCK = 1 << 22  # bytes read at a time by batches() from a file
 _BRACKET = re.compile(rb"[\[\]{}]")
 
 
@@ -73,6 +80,10 @@ def _finite_float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+# a line without these can hold no number beyond a float (one needs 309 digits, of its own or
+# of its exponent: a run of 200 digits, or an exponent of 3): read without a call per float
+_MAY_OVERFLOW = re.compile(rb"[0-9]{200}|[eE][+-]?[0-9]{3}")
+_PLAIN = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def too_deep(line: bytes, limit: int = MAX_DEPTH) -> bool:
@@ -102,7 +113,8 @@ def parse(line: bytes | str) -> dict[str, Any]:
     if too_deep(raw):
         raise RecordError(f"JSON nested deeper than {MAX_DEPTH}")
     try:
-        rec = _DECODER.decode(raw.decode("utf-8"))
+        decoder = _DECODER if _MAY_OVERFLOW.search(raw) else _PLAIN
+        rec = decoder.decode(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise RecordError("not UTF-8") from None
     except (ValueError, RecursionError):
@@ -165,6 +177,8 @@ class LogReader:
         :class:`~trainmeter.core.records.Steps` (``Engine.apply_steps`` folds it as the rows
         one by one): the same records, skips and counts, read without a dict per step. A
         batch is yielded before any line after it is counted, so counts keep their order.
+        A file is read a block at a time (:data:`BLOCK` bytes): its step lines are found and
+        cut into their numbers by one regular expression call per block (:func:`_items`).
 
         Raises:
             OSError: as iterating does.
@@ -174,29 +188,35 @@ class LogReader:
             return
         try:
             with open(self.source, "rb") as f:
-                yield from self._batches(_bounded_lines(f))
+                yield from self._batches(_items(f))
         except OSError as exc:  # a read error names no file: name the log
             if exc.filename is not None:
                 raise
             raise OSError(exc.errno, exc.strerror or str(exc), str(self.source)) from None
 
-    def _batches(self, lines: Iterable[bytes | str | None]) -> Iterator[dict[str, Any] | Steps]:
+    def _batches(self, items: Iterable[Any]) -> Iterator[dict[str, Any] | Steps]:
+        """:meth:`batches` of lines (bytes, str, None for one over :data:`MAX_LINE`) and runs
+        of whole step lines already cut into their numbers (:class:`_Run`)."""
         match = _STEP_LINE.fullmatch
         fields: list[bytes] = []  # the open batch's numbers, 5 a line (no seq_sq: b"null")
         key = None  # (rank, has seq_sq) of the open batch
         prev: Any = _NONE  # a line parse() reads, held back one line (the last may be cut)
-        for line in lines:
-            m = match(line) if line.__class__ is bytes else None
-            if m is None:
-                if prev is not _NONE:
-                    if fields:
-                        yield self._flush(fields, key)
-                        fields = []
-                    rec = self._one(prev, last=False)
-                    if rec is not None:
-                        yield rec
-                prev = line
-                continue
+        for item in items:
+            if item.__class__ is _Run:
+                todo: Any = None
+            else:
+                m = match(item) if item.__class__ is bytes else None
+                if m is None:
+                    if prev is not _NONE:
+                        if fields:
+                            yield self._flush(fields, key)
+                            fields = []
+                        rec = self._one(prev, last=False)
+                        if rec is not None:
+                            yield rec
+                    prev = item
+                    continue
+                todo = ((m, item),)
             if prev is not _NONE:  # read the line before this one first
                 if fields:
                     yield self._flush(fields, key)
@@ -205,32 +225,65 @@ class LogReader:
                 prev = _NONE
                 if rec is not None:
                     yield rec
-            self.lines += 1
-            g = m.groups()  # t, step, rank, tokens, samples, (,"seq_sq":x), x, n
-            if g[7] is not None:
-                n = int(g[7])
-                if n == self._high + 1 and n != 1:  # the next line, as it should be
-                    self._high = n
-                    self.numbered = True
-                else:  # out of order, a repeat or a restart: counted by _in_sequence
+            if todo is None:  # a run of step lines: one batch when it is the plain case
+                got = self._run_steps(item)
+                if got is not None:
                     if fields:
                         yield self._flush(fields, key)
                         fields = []
-                    if not self._in_sequence_n(n, line):
-                        self.count("step", DUPLICATE)
-                        continue
-            k = (g[2], g[5] is not None)
-            if k != key and fields:
-                yield self._flush(fields, key)
-                fields = []
-            key = k
-            fields += (g[0], g[1], g[3], g[4], g[6] or b"null")
+                    yield got
+                    continue
+                todo = [(match(line), line) for line in item.lines()]
+            for m, line in todo:
+                self.lines += 1
+                g = m.groups()  # t, step, rank, tokens, samples, (,"seq_sq":x), x, n
+                if g[7] is not None:
+                    n = int(g[7])
+                    if n == self._high + 1 and n != 1:  # the next line, as it should be
+                        self._high = n
+                        self.numbered = True
+                    else:  # out of order, a repeat or a restart: counted by _in_sequence
+                        if fields:
+                            yield self._flush(fields, key)
+                            fields = []
+                        if not self._in_sequence_n(n, line):
+                            self.count("step", DUPLICATE)
+                            continue
+                k = (g[2], g[5] is not None)
+                if k != key and fields:
+                    yield self._flush(fields, key)
+                    fields = []
+                key = k
+                fields += (g[0], g[1], g[3], g[4], g[6] or b"null")
         if fields:
             yield self._flush(fields, key)
         if prev is not _NONE:
             rec = self._one(prev, last=True)
             if rec is not None:
                 yield rec
+
+    def _run_steps(self, run: _Run) -> Steps | None:
+        """A run of step lines as one batch when it is the plain case: one rank, seq_sq in
+        every line or in none, and each ``n`` the next one (as the line-by-line reading would
+        take them, with the same counts); None otherwise (then its lines are read one by one)."""
+        rank, seq, ns = run.col(2), run.col(6), run.col(7)
+        m, n0 = len(rank), self._high + 1
+        if rank.count(rank[0]) != m or seq.count(None) not in (0, m) or n0 == 1:
+            return None
+        try:
+            if list(map(int, ns)) != list(range(n0, n0 + m)):
+                return None
+        except TypeError:  # a line without n (an older log's)
+            return None
+        self.lines += m
+        self._high, self.numbered = n0 + m - 1, True
+        ts = list(map(float, run.col(0)))  # as json reads them: correctly rounded, finite
+        self.records += m
+        top = max(ts)
+        if self.last_t is None or top > self.last_t:
+            self.last_t = top
+        return Steps(1, int(rank[0]), ts, list(map(int, run.col(1))), _counts(run.col(3)),
+                     _counts(run.col(4)), _counts(seq) if seq[0] is not None else None)  # fmt: skip
 
     def _flush(self, fields: list[bytes], key: tuple) -> Steps:
         """The open batch's lines as columns: their numbers read by json itself (so each is
@@ -360,6 +413,99 @@ def _bounded_lines(f: IO[bytes]) -> Iterator[bytes | None]:
 def _checked_lines(lines: Iterable[bytes | str]) -> Iterator[bytes | str | None]:
     for line in lines:
         yield None if len(line) > MAX_LINE + 1 else line
+
+
+class _Run:
+    """Consecutive whole step lines of a block: matches ``a`` to ``b - 1`` of
+    ``_STEP_LINES.split(block)`` (``parts``), read as columns of their numbers' text."""
+
+    __slots__ = ("a", "b", "parts")
+
+    def __init__(self, parts: list, a: int, b: int) -> None:
+        self.parts, self.a, self.b = parts, a, b
+
+    def col(self, g: int) -> list:
+        """Group ``g`` (0: t, 1: step, 2: rank, 3: tokens, 4: samples, 6: seq_sq, 7: n) of
+        each line: its text, None where the line lacks it."""
+        return self.parts[_STRIDE * self.a + 1 + g : _STRIDE * self.b : _STRIDE]
+
+    def lines(self) -> list[bytes]:
+        """The lines themselves, as they were in the file (the pattern is literal around its
+        groups)."""
+        out = []
+        for k in range(self.a, self.b):
+            t, step, rank, tok, smp, sq, _, n = self.parts[_STRIDE * k + 1 : _STRIDE * (k + 1)]
+            tail = (sq or b"") + (b',"n":' + n if n is not None else b"")
+            out.append(b'{"v":1,"k":"step","t":%s,"step":%s,"rank":%s,"tokens":%s,'
+                       b'"samples":%s%s}\n' % (t, step, rank, tok, smp, tail))  # fmt: skip
+        return out
+
+
+def _counts(col: list) -> list:
+    """A count column's text as json reads it (``null``: None)."""
+    if col.count(col[0]) == len(col):  # the same count every step (a fixed batch): read once
+        return [None if col[0] == b"null" else int(col[0])] * len(col)
+    if b"null" in col:
+        return [None if x == b"null" else int(x) for x in col]
+    return list(map(int, col))
+
+
+def _items(f: IO[bytes]) -> Iterator[bytes | _Run | None]:
+    """``f``'s lines as :func:`_bounded_lines` gives them, except that each run of whole step
+    lines comes as one :class:`_Run`: a block's step lines are found by one ``split``."""
+    for chunk in _chunks(f):
+        if chunk is None:
+            yield None
+            continue
+        parts = _STEP_LINES.split(chunk)
+        k = len(parts) // _STRIDE  # step lines; parts[_STRIDE * j]: the text before the j-th
+        start = 0
+        for j in [j for j, x in enumerate(parts[0::_STRIDE]) if x]:
+            if j > start:
+                yield _Run(parts, start, j)
+            yield from _lines_of(parts[_STRIDE * j])
+            start = j
+        if k > start:
+            yield _Run(parts, start, k)
+
+
+def _lines_of(text: bytes) -> Iterator[bytes | None]:
+    """The lines of ``text`` (whole lines, the last one without its newline at the end of the
+    file), None for one over :data:`MAX_LINE` (as :func:`_bounded_lines`)."""
+    pieces = text.split(b"\n")
+    last = pieces.pop()  # after the last newline: empty unless the file ends without one
+    for x in pieces:
+        yield None if len(x) > MAX_LINE else x + b"\n"
+    if last:
+        yield None if len(last) > MAX_LINE else last
+
+
+def _chunks(f: IO[bytes]) -> Iterator[bytes | None]:
+    """``f`` in blocks of whole lines (the last may lack its newline at the end of the file);
+    None in place of a line over :data:`MAX_LINE`, read past in blocks, never held whole."""
+    carry = b""
+    while True:
+        data = f.read(BLOCK)
+        if not data:
+            if carry:
+                yield carry
+            return
+        if carry:
+            data = carry + data
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield data[:cut]
+        carry = data[cut:]
+        if len(carry) > MAX_LINE:  # a line longer than any record, not ended yet
+            yield None
+            while True:
+                data = f.read(BLOCK)
+                if not data:
+                    return
+                end = data.find(b"\n")
+                if end >= 0:
+                    carry = data[end + 1 :]
+                    break
 
 
 def read(source: str | PathLike | Iterable[bytes | str]) -> tuple[list[dict[str, Any]], LogReader]:

@@ -239,6 +239,8 @@ def _str_map(x: Any) -> bool:
 def _counter_ok(x: Any) -> bool:
     """null, or a number in [0, 2**64]: what a sampler reading can be (NVML's counters are
     64-bit); sums and differences of such readings stay finite."""
+    if x.__class__ is float:  # the usual reading, without a call: finite, in range
+        return x - x == 0.0 and 0.0 <= x <= 2.0**64
     return x is None or (_is(x, _NUM) and _finite(x) and 0 <= x <= 2**64)
 
 
@@ -317,8 +319,9 @@ def _check_entry(kind: str, d: Any) -> None:
         elif k in ("process_mem_bytes", "rss_by_pid"):
             _need(_number_map(v), kind, f"{k!r} must be an object of numbers")
         elif k in _GPU_NUMBERS:  # counters and readings: >= 0, within NVML's 64 bits
-            got = type(v).__name__
-            _need(_counter_ok(v), kind, f"{k!r} must be a finite number >= 0 or null, got {got}")
+            if not _counter_ok(v):
+                got = type(v).__name__
+                raise RecordError(f"{kind}: {k!r} must be a finite number >= 0 or null, got {got}")
         else:
             _need(_scalar_ok(v), kind, f"{k[:40]!r} must be a JSON scalar (finite)")
 
@@ -569,30 +572,48 @@ class Steps:
 def step_lines(b: Steps, n: int) -> bytes | None:
     """The run-log lines of ``b``'s rows, stamped ``"n"`` from ``n`` on: byte for byte
     :func:`encode` of each row's record with its ``n`` appended (``store.RunLog``), in one
-    call; None for a batch this does not format (merged rows, a time that is not a float)."""
+    ``%`` operation over the whole batch (the times' ``repr`` taken as a column first: most of
+    the cost; a count the same in every row, as a fixed batch's, written into the line once);
+    None for a batch this does not format (merged rows, a time that is not a float,
+    columns of unequal length)."""
     if b.agg is not None or type(b.v) is not int or type(b.rank) is not int:
         return None
     if set(map(type, b.t)) != {float}:  # finite: checked when decoded
         return None
-    head = '{{"v":' + str(b.v) + ',"k":"step","t":{!r},"step":{},"rank":' + str(b.rank) + ","
-    cols = [b.t, b.step, _json_ints(b.tokens), _json_ints(b.samples)]
-    if b.seq_sq is None:
-        tail = '"tokens":{},"samples":{},"n":{}}}\n'
-    elif b.arr is None:
-        tail = '"tokens":{},"samples":{},"seq_sq":{},"n":{}}}\n'
-        cols.append(_json_ints(b.seq_sq))
-    else:
+    m = len(b.step)
+    line = '{"v":' + str(b.v) + ',"k":"step","t":%s,"step":%s,"rank":' + str(b.rank) + ","
+    cols: list = [list(map(float.__repr__, b.t)), b.step]
+    parts = [("tokens", b.tokens), ("samples", b.samples)]
+    if b.seq_sq is not None:
+        parts.append(("seq_sq", b.seq_sq))
+    for name, col in parts:
+        if len(col) == m and col.count(col[0]) == m:  # the same every row: written once
+            line += f'"{name}":{_json_ints(col[:1])[0]},'
+        else:
+            line += f'"{name}":%s,'
+            cols.append(_json_ints(col))
+    if b.arr is not None:  # encode writes it where a row has one, after seq_sq
         if set(map(type, b.arr)) - {float, type(None)}:
             return None
-        tail = '"tokens":{},"samples":{},"seq_sq":{},{}"n":{}}}\n'
-        cols += [_json_ints(b.seq_sq), ["" if a is None else f'"arr":{a!r},' for a in b.arr]]
-    cols.append(range(n, n + len(b.step)))
-    return "".join(map((head + tail).format, *cols)).encode()
+        line += "%s"
+        cols.append(["" if a is None else f'"arr":{a!r},' for a in b.arr])
+    line += '"n":%s}\n'
+    cols.append(range(n, n + m))
+    if any(len(col) != m for col in cols):
+        return None
+    fields = [None] * (len(cols) * m)  # row by row: each row's fields in the line's order
+    for q, col in enumerate(cols):
+        fields[q :: len(cols)] = col
+    return ((line * m) % tuple(fields)).encode()
 
 
 def _json_ints(col: list) -> list:
     """A column of ints and None as JSON writes each (``null`` for None)."""
-    return ["null" if x is None else x for x in col] if None in col else col
+    try:  # ints only, the usual case: sum in C is faster than a scan for None
+        sum(col)
+    except TypeError:
+        return ["null" if x is None else x for x in col]
+    return col
 
 
 def _check_step_columns(times: list, steps: list, tokens: list, samples: list,

@@ -49,14 +49,8 @@ def thin_pass(ys: list) -> list[int]:
     what a line chart of that bucket would draw); bucket size 4 so a pass keeps half of the
     older half.
     """
-    n = len(ys)
-    half = n // 2
-    full = half - half % GROUP
-    if GROUP == 4 and _finite_floats(ys[:full]):  # the usual case, unrolled
-        keep = _keep_floats(ys, full)
-    else:
-        keep = _keep_any(ys, full)
-    keep.extend(range(full, n))
+    keep, full = _old_keep(ys)
+    keep.extend(range(full, len(ys)))
     return keep
 
 
@@ -102,48 +96,60 @@ def _keep_floats(ys: list, full: int) -> list[int]:
     group of 4 at a time: the first lowest and the first highest point, in order (the first
     and the last when every y is equal); the same comparisons, unrolled."""
     keep: list[int] = []
-    add = keep.extend
     g = 0
     for a, b, c, d in zip(ys[0:full:4], ys[1:full:4], ys[2:full:4], ys[3:full:4], strict=True):
+        # one name a statement (no tuple built and unpacked), the pair added in place
         if b < a:
-            lo, low, hi, high = 1, b, 0, a
+            lo = 1
+            low = b
+            hi = 0
+            high = a
         elif b > a:
-            lo, low, hi, high = 0, a, 1, b
+            lo = 0
+            low = a
+            hi = 1
+            high = b
         else:
-            lo, low, hi, high = 0, a, 0, a
+            lo = hi = 0
+            low = high = a
         if c < low:
-            lo, low = 2, c
+            lo = 2
+            low = c
         elif c > high:
-            hi, high = 2, c
+            hi = 2
+            high = c
         if d < low:
             lo = 3
         elif d > high:
             hi = 3
-        if lo == hi:
-            add((g, g + 3))
-        elif lo < hi:
-            add((g + lo, g + hi))
-        else:
-            add((g + hi, g + lo))
+        if lo < hi:
+            keep += (g + lo, g + hi)
+        elif lo > hi:
+            keep += (g + hi, g + lo)
+        else:  # every y equal: the first and the last
+            keep += (g, g + 3)
         g += 4
     return keep
 
 
-def _take(items: list, keep: list[int], full: int) -> list:
-    """``[items[i] for i in keep]`` for :func:`thin_pass`'s ``keep``, whose indices from
-    ``full`` on are all of them (the newer half): those as one slice, the rest in C."""
-    old = keep[: len(keep) - (len(items) - full)]
-    if len(old) > 1:
-        return [*itemgetter(*old)(items), *items[full:]]
-    return [items[i] for i in old] + items[full:]
+def _old_keep(ys: list) -> tuple[list[int], int]:
+    """:func:`thin_pass`'s indices kept among the older half's full groups, and where those
+    end (``full``: every point from there on is kept)."""
+    half = len(ys) // 2
+    full = half - half % GROUP
+    if GROUP == 4 and _finite_floats(ys[:full]):  # the usual case, unrolled
+        return _keep_floats(ys, full), full
+    return _keep_any(ys, full), full
 
 
 def _thin_series(s: _Series) -> None:
-    """One :func:`thin_pass` over a series' points."""
-    keep = thin_pass(s.ys)
-    half = len(s.ys) // 2
-    full = half - half % GROUP
-    s.xs, s.ys, s.seqs = _take(s.xs, keep, full), _take(s.ys, keep, full), _take(s.seqs, keep, full)
+    """One :func:`thin_pass` over a series' points: the older half's full groups replaced in
+    place by the points they keep (one gather for the three lists, no copy of the newer
+    half)."""
+    keep, full = _old_keep(s.ys)
+    if keep:  # two or more (each full group keeps 2); none under 8 points
+        get = itemgetter(*keep)
+        s.xs[:full], s.ys[:full], s.seqs[:full] = get(s.xs), get(s.ys), get(s.seqs)
 
 
 def thin(xs: list, ys: list, cap: int = DEFAULT_CAP) -> tuple[list, list]:

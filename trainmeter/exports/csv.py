@@ -10,12 +10,45 @@ with the passport's figures as ``name, value`` rows (:func:`trainmeter.core.pass
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from trainmeter.core import passport as core_passport
+from trainmeter.exports.points import Point, StepRows
 from trainmeter.exports.run import RunData
 
 HEADER = ("series", "step", "t", "value")
+
+
+def _step_rows(rows: StepRows) -> str:
+    """The CSV rows of a :class:`StepRows`, the bytes ``csv.writer`` writes for each point
+    (``str`` of a number is its ``repr``; a name quoted as the writer quotes it), formatted
+    with one ``%`` operation."""
+    line = "".join(_quoted(name).replace("%", "%%") + ",%s,%s,%s\r\n" for name in rows.names)
+    per = 3 * len(rows.names)
+    fields: list = [None] * (per * len(rows.step))
+    t = list(map(repr, rows.t))  # once a row (its points share it): a float's repr is costly
+    for p, col in enumerate(rows.cols):  # row by row: each point's step, t and value
+        fields[3 * p :: per] = rows.step
+        fields[3 * p + 1 :: per] = t
+        fields[3 * p + 2 :: per] = col
+    return (line * len(rows.step)) % tuple(fields)
+
+
+def _quoted(name: str) -> str:
+    """``name`` as ``csv.writer`` writes a field (quoted only where it must be); kept for
+    the names a run charts at every step (a few), looked up again for each batch."""
+    got = _QUOTED.get(name)
+    if got is None:
+        out = io.StringIO()
+        csv.writer(out, lineterminator="").writerow((name, 0))
+        got = out.getvalue()[:-2]
+        if len(_QUOTED) < 256:
+            _QUOTED[name] = got
+    return got
+
+
+_QUOTED: dict[str, str] = {}
 
 
 def export(run: RunData, out: str | None = None, with_passport: bool = False) -> str:
@@ -27,7 +60,11 @@ def export(run: RunData, out: str | None = None, with_passport: bool = False) ->
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(HEADER)
-        w.writerows((p.series, p.step, repr(p.t), repr(p.value)) for p in run.points())
+        for item in run.rows():
+            if item.__class__ is Point:
+                w.writerow((item.series, item.step, repr(item.t), repr(item.value)))
+            else:  # a run of steps: their rows formatted at once, as the writer writes them
+                f.write(_step_rows(item))
     if with_passport:
         config, summary = core_passport.flat(run.passport)
         side = path.with_name(f"{path.stem}-passport.csv")

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from os import PathLike
 from typing import Any
 
+from trainmeter.core import fold_steps
 from trainmeter.core.engine import MAX_COUNT, Engine
 from trainmeter.core.logread import LogReader
 from trainmeter.core.timeline import Timeline
@@ -57,7 +59,8 @@ class Point:
 
 
 class _Tap(Timeline):
-    """A timeline that keeps nothing and hands each point the engine charts to ``out``."""
+    """A timeline that keeps nothing and hands each point the engine charts to ``out``
+    (a batch's points come through ``fold_steps.fold``'s tap instead)."""
 
     def __init__(self, out: list) -> None:
         super().__init__()
@@ -67,28 +70,136 @@ class _Tap(Timeline):
         self.out.append((name, y))
         return True
 
+    def extend_rows(self, names: list[str], xs: list, cols: list[list]) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True)
+class StepRows:
+    """Consecutive steps of rank 0 that each give the same series' points, as columns: row
+    ``k``'s points are ``Point(names[p], step[k], t[k], time[k], cols[p][k], "step")`` for
+    each ``p`` in order (what :func:`iter_points` yields for them, a batch at a time).
+
+    Attributes:
+        names: the series, in the order of each row's points.
+        step: rank 0's optimizer step of each row (steps).
+        t: seconds since the run started (s); ``time``: seconds since the Unix epoch (s).
+        cols: each series' values, one a row.
+    """
+
+    names: tuple[str, ...]
+    step: list[int]
+    t: list[float]
+    time: list[float]
+    cols: list[list]
+
+    def points(self) -> Iterator[Point]:
+        """The rows' points, row by row."""
+        for k, step in enumerate(self.step):
+            t, now = self.t[k], self.time[k]
+            for name, col in zip(self.names, self.cols, strict=True):
+                yield Point(name, step, t, now, col[k], STEP)
+
 
 def iter_points(
-    lines: Iterable[bytes | str], passport: dict[str, Any] | None = None
+    lines: Iterable[bytes | str] | str | PathLike, passport: dict[str, Any] | None = None
 ) -> Iterator[Point]:
     """The run's points in log order (malformed lines skipped, as replay skips them).
 
     Args:
-        lines: the run log's lines.
+        lines: the run log: its path, or its lines.
         passport: the run's passport; not read (every series, MFU's too, is the engine's).
     """
+    for item in iter_rows(lines):
+        if item.__class__ is Point:
+            yield item
+        else:
+            yield from item.points()
+
+
+def iter_rows(lines: Iterable[bytes | str] | str | PathLike) -> Iterator[Point | StepRows]:
+    """:func:`iter_points`, with the points of a run of steps folded at once (the log's
+    consecutive step lines, ``Engine.apply_steps``'s common case) as :class:`StepRows`
+    where every row gives the same series."""
     charted: list[tuple[str, float]] = []
     eng = Engine()
     eng.timeline = _Tap(charted)  # the engine's own chart points come out here
     start = None
-    for rec in LogReader(lines):  # bad lines skipped, as replay skips them (core/logread.py)
-        timed_s = eng.clock.timed_s
-        eng.apply(rec)
-        if start is None:
-            start = eng.run.get("started", rec["t"])
-        timed = eng.clock.timed_s > timed_s  # a timed step of the step clock
-        yield from _points(rec, eng, charted, rec["t"] - start, timed)
-        charted.clear()
+    for rec in LogReader(lines).batches():  # bad lines skipped, as replay skips them
+        if rec.__class__ is dict:
+            start = yield from _record(eng, rec, charted, start)
+            continue
+        i = 0
+        while i < len(rec):
+            tap: dict = {}
+            j = fold_steps.fold(eng, rec, i, tap)
+            if j == i:  # a row the engine takes as its record
+                start = yield from _record(eng, rec.row(i), charted, start)
+                i += 1
+                continue
+            if start is None:
+                start = eng.run.get("started", rec.t[i])
+            if rec.rank == 0:
+                yield from _step_rows(tap, start)
+            i = j
+
+
+def _record(eng: Engine, rec: dict, charted: list, start: float | None) -> Any:
+    """Apply one record and yield its points; returns the run's start (s)."""
+    timed_s = eng.clock.timed_s
+    eng.apply(rec)
+    if start is None:
+        start = eng.run.get("started", rec["t"])
+    timed = eng.clock.timed_s > timed_s  # a timed step of the step clock
+    yield from _points(rec, eng, charted, rec["t"] - start, timed)
+    charted.clear()
+    return start
+
+
+def _step_rows(tap: dict, start: float) -> Iterator[Point | StepRows]:
+    """The points of rank 0's folded rows (``fold_steps.rows_left``): one :class:`StepRows`
+    when every row gives the same series (the usual case), else each row's points."""
+    steps, tokens, samples = tap["steps"], tap["tokens"], tap["samples"]
+    sps = [r if ok else None for r, ok in zip(tap["samples_per_s"], tap["timed"], strict=True)]
+    names, _, chart_cols = tap["chart"]
+    m = len(steps)
+    with_tok = [bool(x) or not y for x, y in zip(tokens, samples, strict=True)]
+    with_smp = [bool(y) for y in samples]
+    charted = tap["charted"]
+    flags = (with_tok, charted, with_smp, [x is not None for x in sps])
+    if all(flag.count(flag[0]) == m for flag in flags):  # every row gives the same series
+        names_out: list[str] = []
+        cols: list[list] = []
+        if with_tok[0]:
+            names_out.append("tokens")
+            cols.append(tokens)
+        if charted[0]:
+            names_out += names
+            cols += chart_cols
+        if with_smp[0]:
+            names_out.append("samples")
+            cols.append(samples)
+        if sps[0] is not None:
+            names_out.append("samples_per_s")
+            cols.append(sps)
+        ts = tap["t"]
+        yield StepRows(tuple(names_out), steps, [x - start for x in ts], ts, cols)
+        return
+    pos = [k for k in range(m) if charted[k]]  # the chart's columns hold the charted rows
+    at = dict(zip(pos, range(len(pos)), strict=True))
+    for k in range(m):
+        row = []
+        if with_tok[k]:
+            row.append(("tokens", tokens[k]))
+        if charted[k]:
+            row += [(name, col[at[k]]) for name, col in zip(names, chart_cols, strict=True)]
+        if with_smp[k]:
+            row.append(("samples", samples[k]))
+        if sps[k] is not None:
+            row.append(("samples_per_s", sps[k]))
+        now = tap["t"][k]
+        for name, y in row:
+            yield Point(name, steps[k], now - start, now, y, STEP)
 
 
 def _points(rec: dict, eng: Engine, charted: list, t: float, timed: bool) -> Iterator[Point]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmeter.exports.points import Point, iter_points
+from trainmeter.exports.points import Point, StepRows, iter_points, iter_rows
 from trainmeter.supervisor import passport_files
 
 
@@ -42,5 +42,12 @@ class RunData:
 
         Raises: OSError when the log cannot be read.
         """
-        with open(self.log, "rb") as f:
-            yield from iter_points(f, self.passport)
+        yield from iter_points(self.log, self.passport)
+
+    def rows(self) -> Iterator[Point | StepRows]:
+        """:meth:`points`, a run of steps at a time where they give the same series
+        (:func:`~trainmeter.exports.points.iter_rows`).
+
+        Raises: OSError when the log cannot be read.
+        """
+        yield from iter_rows(self.log)
