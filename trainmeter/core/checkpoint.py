@@ -39,6 +39,8 @@ _SCALARS = {type(None), bool, int, float, str}
 TRANSIENT = {"Engine": {"_handlers", "_options", "_mfu_divisor", "log_read"}}
 
 NUM, INT, STR, BOOL, JSON = "num", "int", "str", "bool", "json"
+SEC = "sec"  # a time or a sum of seconds (or joules): a number below MAX_SEC in magnitude
+MAX_SEC = 1e13  # records' times are below 1e11 (records.MAX_TIME); a year at 1 kW is 3e10 J
 
 
 def opt(spec: Any) -> tuple:
@@ -49,7 +51,7 @@ def obj(name: str) -> tuple:
     return ("obj", name)
 
 
-ONUM = opt(NUM)
+ONUM = opt(SEC)
 # class name -> {attribute: spec}; an attribute not listed takes the spec of its value in a
 # fresh object (a number, a string, a bool, or an object of a class listed here)
 SPECS: dict[str, dict[str, Any]] = {
@@ -60,14 +62,14 @@ SPECS: dict[str, dict[str, Any]] = {
         "rank_clocks": ("dict", INT, obj("_RankClock")), "series": ("dict", STR, JSON),
         "notes": ("deque", STR), "segment_t0": ONUM, "last_t": ONUM, "charted_gpus": ("set", INT),
         "counted": opt(JSON), "step_clock": opt(STR), "counting_seen": ("set", STR),
-        "process": opt(JSON), "span_s": ("dict", STR, NUM), "seg_first_t": ONUM,
+        "process": opt(JSON), "span_s": ("dict", STR, SEC), "seg_first_t": ONUM,
         "slow_evals": ("dict", INT, INT), "stragglers": opt(("list", INT)),
         "refused_series": ("set", INT), "first_refused": opt(STR),
     },
-    "_Clock": {"last_t": ONUM, "recent": ("deque", ("tuple", NUM, INT, INT, INT, INT))},
-    "_RankClock": {"last_t": ONUM, "recent": ("deque", ("tuple", NUM, INT)), "mean": ONUM},
+    "_Clock": {"last_t": ONUM, "recent": ("deque", ("tuple", SEC, INT, INT, INT, INT))},
+    "_RankClock": {"last_t": ONUM, "recent": ("deque", ("tuple", SEC, INT)), "mean": ONUM},
     "RankCounts": {"own": ("dict", INT, obj("_Own")), "newest_t": ONUM},
-    "_Own": {"node": opt(STR), "recent": ("deque", ("tuple", NUM, INT, INT))},
+    "_Own": {"node": opt(STR), "recent": ("deque", ("tuple", SEC, INT, INT))},
     "Timeline": {"_series": ("dict", STR, obj("_Series")), "_refused_names": ("set", INT)},
     "_Series": {"xs": ("list", NUM), "ys": ("list", NUM), "seqs": ("list", INT)},
     "HardwareState": {
@@ -79,16 +81,16 @@ SPECS: dict[str, dict[str, Any]] = {
     "Ranks": {
         "ranks": ("dict", INT, obj("_Rank")), "groups": ("dict", STR, obj("_Group")),
         "_groups_of": ("dict", INT, STR), "_expected": ("dict", STR, INT),
-        "_segment": ("tuple", ONUM, NUM),
+        "_segment": ("tuple", ONUM, SEC),
     },
     "_Rank": {
         "first_t": ONUM, "last_t": ONUM, "start_t": ONUM, "before_s": ONUM,
-        "recent": ("deque", ("tuple", NUM, INT)), "span_s": ("dict", STR, NUM),
-        "lags": ("deque", NUM), "costs": ("deque", NUM),
+        "recent": ("deque", ("tuple", SEC, INT)), "span_s": ("dict", STR, SEC),
+        "lags": ("deque", SEC), "costs": ("deque", SEC),
     },
     "_Group": {
         "members": ("set", INT), "sync": ("deque", BOOL),
-        "open": ("dict", INT, ("dict", INT, ("tuple", NUM, NUM))),
+        "open": ("dict", INT, ("dict", INT, ("tuple", SEC, SEC))),
     },
     "Drops": {"places": ("dict", ("tuple", opt(STR), STR, opt(INT)), ("dict", STR, INT))},
     "ModelShape": {},  # built by its own constructor, which checks it
@@ -266,9 +268,12 @@ def _scalar(node: Any, spec: str, where: str) -> Any:
     t = type(node)
     if spec == JSON:
         return _json(node, where, 0)
-    ok = {NUM: t is float or t is int, INT: t is int, STR: t is str, BOOL: t is bool}[spec]
+    number = t is float or t is int
+    ok = {NUM: number, SEC: number, INT: t is int, STR: t is str, BOOL: t is bool}[spec]
     if not ok:
         raise _fail(where, f"not a {spec}")
+    if spec == SEC and not -MAX_SEC < node < MAX_SEC:
+        raise _fail(where, "seconds beyond 1e13")
     if t is int and not -MAX_INT < node < MAX_INT:
         raise _fail(where, "an int beyond 2**63")
     if t is str and len(node) > MAX_TEXT:
@@ -277,7 +282,9 @@ def _scalar(node: Any, spec: str, where: str) -> Any:
 
 
 def _json(node: Any, where: str, depth: int) -> Any:
-    """A plain JSON value: scalars, lists and string-keyed dicts only (no set, no object)."""
+    """A plain JSON value: scalars, lists and dicts, as the log's JSON holds what the engine
+    was given (a key a record made in the supervisor held as an int is a string there, a
+    tuple a list); no set, no object."""
     t = type(node)
     if depth > 8:
         raise _fail(where, "nested too deep")
@@ -286,15 +293,30 @@ def _json(node: Any, where: str, depth: int) -> Any:
             raise _fail(where, "over 100000 items")
         return [_json(v, where, depth + 1) for v in node]
     if t is dict:
-        inner = node.get("m") if len(node) == 1 else None
-        if not isinstance(inner, dict) or len(inner) > MAX_ITEMS:
-            raise _fail(where, "not a plain JSON value")
-        return {k: _json(v, where, depth + 1) for k, v in inner.items()}
+        tag, inner = next(iter(node.items())) if len(node) == 1 else (None, None)
+        if tag == "m" and isinstance(inner, dict) and len(inner) <= MAX_ITEMS:
+            return {k: _json(v, where, depth + 1) for k, v in inner.items()}
+        if tag == "d" and isinstance(inner, list) and len(inner) <= MAX_ITEMS:
+            if not all(isinstance(p, list) and len(p) == 2 for p in inner):
+                raise _fail(where, "not a list of pairs")
+            return {_json_key(k, where): _json(v, where, depth + 1) for k, v in inner}
+        if tag == "t" and isinstance(inner, list):
+            return _json(inner, where, depth)
+        raise _fail(where, "not a plain JSON value")
     if t is str:
         return _scalar(node, STR, where)
     if t is int:
         return _scalar(node, INT, where)
     return node  # None, bool, float (the JSON reader refused NaN and Infinity)
+
+
+def _json_key(key: Any, where: str) -> str:
+    """A dict key as JSON writes it: a string, else its JSON text (``1``, ``1.5``, ``true``)."""
+    if isinstance(key, str):
+        return _scalar(key, STR, where)
+    if key is None or isinstance(key, (bool, int, float)):
+        return json.dumps(_scalar(key, INT, where) if type(key) is int else key)
+    raise _fail(where, "a key JSON has no form for")
 
 
 def _dict(node: Any, kspec: Any, vspec: Any, where: str) -> dict:
@@ -348,7 +370,7 @@ def _spec_of(fresh: Any, where: str) -> Any:
     if t is bool:
         return BOOL
     if t is int or t is float:
-        return NUM if t is float else INT
+        return SEC if t is float else INT  # a float kept from a fresh 0.0: seconds, joules
     if t is str:
         return STR
     if _name_of(t) is not None:
