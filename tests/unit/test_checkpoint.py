@@ -333,3 +333,24 @@ def test_a_refused_name_keeps_one_key_in_every_process():
     (Python's str hash differs per process)."""
     assert name_key("loss/extra") == 4021433932278175706
     assert 0 <= name_key("x" * 500) < 2**63
+
+
+@pytest.mark.parametrize("chunk", [5, 23, 24, 25, 4096])
+def test_checkpoints_are_found_from_the_end_whatever_the_pieces_read(log, monkeypatch, chunk):
+    """A checkpoint's first bytes split across two pieces read backwards is found once; one
+    that does not begin a line is no checkpoint."""
+    data = log.read_bytes()
+    want = [(end - len(line), line) for end, line in _lines_ending(data)][::-1][:8]
+    monkeypatch.setattr(logread, "CHUNK", chunk)
+    assert list(logread.checkpoints(log)) == want
+    log.write_bytes(data + b"x" + logread.CHECKPOINT + b"}\n" + logread.CHECKPOINT + b"cut")
+    got = list(logread.checkpoints(log))
+    assert got[0] == (len(data) + len(logread.CHECKPOINT) + 3, None) and got[1:] == want[:7]
+
+
+def _lines_ending(data):
+    at = 0
+    for line in data.splitlines(keepends=True):
+        at += len(line)
+        if line.startswith(logread.CHECKPOINT):
+            yield at, line

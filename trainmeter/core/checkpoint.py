@@ -438,7 +438,7 @@ def resume(path: Any, mod: Any) -> tuple[Any, Any, dict[tuple[str, str], int]]:
             for (kind, reason), n in refused.items():
                 reader.count(kind, reason, n)
             return eng, reader, refused
-    except (OSError, ValueError):  # unreadable or unmappable: the full replay says so
+    except (OSError, ValueError):  # unreadable: the full replay says so
         pass
     return None, None, refused
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import mmap
 import re
 from collections.abc import Iterable, Iterator
 from os import PathLike
@@ -40,6 +39,7 @@ MAX_DEPTH = 64  # nesting of JSON arrays and objects in one line (records use 3)
 MAX_HOLES = 100_000  # line numbers remembered as missing (a later line may fill one)
 MAX_CHECKPOINT = 64 << 20  # bytes of one checkpoint line (its charts: a few MiB at most)
 CHECKPOINT = b'{"v":1,"k":"checkpoint",'  # how the supervisor begins a checkpoint line
+CHUNK = 1 << 20  # bytes read at a time when looking for checkpoints from a log's end
 DUPLICATE = "duplicate line"
 MISSING = "missing lines"
 CUT = "last line cut short"
@@ -431,29 +431,42 @@ def _checked_lines(lines: Iterable[bytes | str]) -> Iterator[bytes | str | None]
 
 def checkpoints(path: str | PathLike, limit: int = 8) -> Iterator[tuple[int, bytes | None]]:
     """The last ``limit`` checkpoint lines of a log, newest first, found from the file's end
-    (mapped, never read whole): ``(offset, line)``, ``line`` None when it is over
-    :data:`MAX_CHECKPOINT` or has no newline (the file's last line, cut short or being
-    written). Nothing for an empty file.
+    (read backwards in pieces of :data:`CHUNK`, never whole): ``(offset, line)``, ``line``
+    None when it is over :data:`MAX_CHECKPOINT` or has no newline (the file's last line, cut
+    short or being written).
 
     Raises:
-        OSError: the file cannot be opened or mapped.
+        OSError: the file cannot be opened or read.
     """
+    keep = len(CHECKPOINT) - 1  # a match across two pieces: the later piece's first bytes
     with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        if not size:
-            return
-        with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as m:
-            end = size
+        hi, tail = f.seek(0, 2), b""
+        while hi > 0 and limit > 0:
+            lo = max(0, hi - CHUNK)
+            f.seek(lo)
+            data = f.read(hi - lo) + tail
+            j = len(data)
             while limit > 0:
-                at = m.rfind(CHECKPOINT, 0, end)
-                if at < 0:
-                    return
-                end = at
-                if at and m[at - 1] != 0x0A:  # not at a line's start
-                    continue
-                limit -= 1
-                stop = m.find(b"\n", at, at + MAX_CHECKPOINT + 1)
-                yield at, (m[at : stop + 1] if stop >= 0 else None)
+                i = data.rfind(CHECKPOINT, 0, j)
+                if i < 0:
+                    break
+                j = i + keep  # the next match begins before this one
+                if _line_start(f, data, lo, i):
+                    limit -= 1
+                    f.seek(lo + i)
+                    line = f.readline(MAX_CHECKPOINT + 1)
+                    yield lo + i, line if line.endswith(b"\n") else None
+            tail, hi = data[:keep], lo
+
+
+def _line_start(f: IO[bytes], data: bytes, lo: int, i: int) -> bool:
+    """Whether ``data[i]`` (byte ``lo + i`` of ``f``) begins a line."""
+    if i:
+        return data[i - 1] == 0x0A
+    if not lo:
+        return True
+    f.seek(lo - 1)
+    return f.read(1) == b"\n"
 
 
 def head(path: str | PathLike) -> bytes:
