@@ -327,11 +327,14 @@ class Live:
             self._ckpt_t = now + CHECKPOINT_EVERY_S
             if log is None or log.holding or log.lost_lines or self._disk_seen:
                 return False
-            self._flush_drops(force=True)  # counts the snapshot applied: into the log first
             size = log.size()
             grown = size is not None and size - self._ckpt_end >= max(
                 CHECKPOINT_MIN_BYTES, CHECKPOINT_GROWTH * self._ckpt_size)  # fmt: skip
-            if size is None or not (force or grown) or log.holding:
+            if size is None or not (force or grown):
+                return False
+            self._flush_drops(force=True)  # counts a snapshot applied: into the log first
+            size = log.size()
+            if size is None or log.holding:
                 return False
             try:
                 line = checkpoint.line(self.engine, now, size, log.n, self.run_id)
