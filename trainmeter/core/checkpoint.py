@@ -166,9 +166,9 @@ def encode(x: Any) -> Any:
     if t in _SCALARS:
         return x
     if t is list:
-        if set(map(type, x)) <= _SCALARS:  # the usual case: numbers (a chart's points)
-            if float in set(map(type, x)) and not math.isfinite(math.fsum(
-                    v for v in x if type(v) is float)):  # fmt: skip
+        types = set(map(type, x))
+        if types <= _SCALARS:  # the usual case: numbers (a chart's points)
+            if float in types and not _finite(x):
                 raise CheckpointError("a float that is not finite")
             return x
         return [encode(v) for v in x]
@@ -186,6 +186,12 @@ def encode(x: Any) -> Any:
     if name is None:
         raise CheckpointError(f"no checkpoint form for a {t.__name__}")
     return {"o": name, "a": {a: encode(getattr(x, a)) for a in attributes(x)}}
+
+
+def _finite(xs: list) -> bool:
+    """Whether every float of ``xs`` is finite (their sum is, then, unless it overflows)."""
+    floats = [v for v in xs if type(v) is float]
+    return math.isfinite(math.fsum(floats)) or all(math.isfinite(v) for v in floats)
 
 
 def engine_state(eng: Any, records: int | None = None) -> dict[str, Any]:
@@ -250,10 +256,23 @@ def _decode(node: Any, spec: Any, where: str) -> Any:
     if kind == "list":
         if not isinstance(node, list) or len(node) > MAX_ITEMS:
             raise _fail(where, "not a list of at most 100000 items")
+        if spec[1] in (NUM, INT):
+            return _numbers(node, spec[1], where)
         return [_decode(v, spec[1], where) for v in node]
     items = _tagged(node, {"set": "s", "deque": "q"}[kind], where)
     out = [_decode(v, spec[1], where) for v in items]
     return set(out) if kind == "set" else deque(out)
+
+
+def _numbers(node: list, spec: str, where: str) -> list:
+    """A list of numbers (a chart's points), checked a list at a time: ints (and floats, for
+    ``NUM``), the ints below 2**63 in magnitude (the JSON reader refused non-finite floats)."""
+    types = set(map(type, node))
+    if not types <= ({int} if spec == INT else {int, float}):
+        raise _fail(where, f"not a list of {spec}s")
+    if int in types and not -MAX_INT < min(node) <= max(node) < MAX_INT:
+        raise _fail(where, "an int beyond 2**63")
+    return node
 
 
 def _tagged(node: Any, tag: str, where: str) -> list:
