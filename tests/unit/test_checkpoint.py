@@ -354,3 +354,50 @@ def _lines_ending(data):
         at += len(line)
         if line.startswith(logread.CHECKPOINT):
             yield at, line
+
+
+def _mutate(node, rng):
+    """``node`` with about 2 % of its scalars changed to another value of the same type."""
+    if isinstance(node, dict):
+        return {k: _mutate(v, rng) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_mutate(v, rng) for v in node]
+    if rng.random() >= 0.02 or node is None:
+        return node
+    if type(node) is bool:
+        return not node
+    if type(node) is int:
+        return rng.choice([0, 1, -1, 7, 2**53, -(2**62), node * 1000])
+    if type(node) is float:
+        return rng.choice([0.0, -1.0, 3.5, 1e-300, 1e12, -1e12, node * 1e6])
+    return rng.choice(["", "x", "data", "0", "train_loss", node + "!"])
+
+
+def test_a_checkpoint_of_values_no_run_reaches_never_makes_replay_raise(log, tmp_path):
+    """Types and bounds kept, values changed (counts that disagree, negative times): such a
+    state may pass every check and fail only once the lines after it are folded; replay
+    then reads the whole log. 200 such checkpoints, each with 2 checkpoints' worth of lines
+    after it: no replay, snapshot or chart history raises."""
+    data = log.read_bytes()
+    ends = _checkpoint_ends(data)
+    start = data.rindex(b"\n", 0, ends[-3] - 1) + 1
+    rec = json.loads(data[start : ends[-3]])
+    tail = b"".join(x for x in data[ends[-3] :].splitlines(keepends=True)
+                    if not x.startswith(logread.CHECKPOINT))  # fmt: skip
+    rng = random.Random(1)
+    bad = tmp_path / "bad.jsonl"
+    for _ in range(200):
+        line = json.dumps({**rec, "state": _mutate(rec["state"], rng)}, separators=(",", ":"))
+        bad.write_bytes(data[:start] + line.encode() + b"\n" + tail)
+        eng = replay(bad)
+        json.dumps(eng.snapshot(), allow_nan=False)
+        assert eng.snapshot()["step"] == STEPS and eng.timeline.full()["seq"] > 0
+
+
+def test_a_checkpoint_that_fails_once_folded_on_means_a_full_replay(log, monkeypatch):
+    monkeypatch.setattr(checkpoint, "sound", lambda eng: False)
+    fast, full = _both(log)
+    got = fast.snapshot()
+    assert got["log"]["by"] == {f"checkpoint: {checkpoint.UNSOUND}": 1}
+    assert diff(fast.timeline.full(), full.timeline.full()) == []
+    assert got["step"] == STEPS

@@ -1187,16 +1187,27 @@ def replay(lines, now: float | None = None, full: bool = False) -> Engine:
 
     from trainmeter.core.logread import LogReader
 
-    eng = reader = None
     refused: dict = {}
     if not full and isinstance(lines, (str, PathLike)):
         from trainmeter.core import checkpoint
 
         eng, reader, refused = checkpoint.resume(lines, sys.modules[__name__])
-    if eng is None:
-        eng, reader = Engine(), LogReader(lines)
-        for (kind, reason), n in refused.items():  # checkpoints refused on the way here
-            reader.count(kind, reason, n)
+        if eng is not None:
+            _fold(eng, reader, now)
+            if checkpoint.sound(eng):
+                return eng
+            key = ("checkpoint", checkpoint.UNSOUND)  # its state, folded on, fails: read all
+            refused[key] = refused.get(key, 0) + 1
+    eng, reader = Engine(), LogReader(lines)
+    for (kind, reason), n in refused.items():  # checkpoints refused on the way here
+        reader.count(kind, reason, n)
+    _fold(eng, reader, now)
+    return eng
+
+
+def _fold(eng: Engine, reader, now: float | None) -> None:
+    """:func:`replay`'s fold of what ``reader`` yields into ``eng``, then the log's counts
+    and, for a log without ``run_end``, its end."""
     for rec in reader.batches():  # consecutive step lines as columns (records.Steps)
         if rec.__class__ is not dict:
             start = 0
@@ -1218,7 +1229,6 @@ def replay(lines, now: float | None = None, full: bool = False) -> Engine:
     unclosed = eng.run["state"] in ("running", "idle") and eng.last_t is not None
     if unclosed and (now is None or now - eng.last_t > STALE_S):
         eng.end_unclosed()
-    return eng
 
 
 def _log_read(reader) -> dict[str, Any] | None:

@@ -338,7 +338,7 @@ class Live:
                 return False
             try:
                 line = checkpoint.line(self.engine, now, size, log.n, self.run_id)
-            except (ValueError, TypeError, RecursionError):  # CheckpointError, a bug
+            except Exception:  # CheckpointError, or a bug: never a reason to stop ingesting
                 return False
             if not log.append_unnumbered(line):
                 return False
