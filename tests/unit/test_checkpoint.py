@@ -401,3 +401,15 @@ def test_a_checkpoint_that_fails_once_folded_on_means_a_full_replay(log, monkeyp
     assert got["log"]["by"] == {f"checkpoint: {checkpoint.UNSOUND}": 1}
     assert diff(fast.timeline.full(), full.timeline.full()) == []
     assert got["step"] == STEPS
+
+
+def test_each_checkpoint_holds_the_position_a_reader_of_the_log_before_it_has(log, tmp_path):
+    data = log.read_bytes()
+    before = tmp_path / "before.jsonl"
+    for end in _checkpoint_ends(data):
+        start = data.rindex(b"\n", 0, end - 1) + 1
+        before.write_bytes(data[:start])
+        reader = logread.LogReader(before)
+        for _ in reader.batches():
+            pass
+        assert json.loads(data[start:end])["log"] == reader.position()
