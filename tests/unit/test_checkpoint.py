@@ -413,3 +413,19 @@ def test_each_checkpoint_holds_the_position_a_reader_of_the_log_before_it_has(lo
         for _ in reader.batches():
             pass
         assert json.loads(data[start:end])["log"] == reader.position()
+
+
+def test_a_state_with_no_checkpoint_form_stops_nothing(tmp_path, monkeypatch):
+    """A state the codec refuses (here: every one) is left out, the run goes on, its log
+    replays in full, and the supervisor tries again only once the log has grown as much."""
+    calls = []
+
+    def refuse(*args):
+        calls.append(args)
+        raise checkpoint.CheckpointError("no form")
+
+    monkeypatch.setattr(checkpoint, "line", refuse)
+    log = _run(tmp_path, monkeypatch)
+    assert not any(x.startswith(logread.CHECKPOINT) for x in log.read_bytes().splitlines())
+    assert 2 <= len(calls) <= log.stat().st_size // 2048 + 2
+    assert replay(log).snapshot()["step"] == STEPS

@@ -339,6 +339,7 @@ class Live:
             try:
                 line = checkpoint.line(self.engine, now, size, log.n, self.run_id)
             except Exception:  # CheckpointError, or a bug: never a reason to stop ingesting
+                self._ckpt_end = size  # tried again once the log has grown as much again
                 return False
             if not log.append_unnumbered(line):
                 return False
