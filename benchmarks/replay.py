@@ -1,5 +1,6 @@
-"""Full replay of a long run log, and ``tm export csv`` of it, beside a bare ``json.loads`` of
-every line of the same file (docs/performance.md "Replay").
+"""Replay of a long run log (from its last checkpoint, and from its first line), ``tm ls`` and
+``tm export csv`` of it, beside a bare ``json.loads`` of every line of the same file
+(docs/performance.md "Replay").
 
     python benchmarks/replay.py [--steps 1000000] [--rounds 3] [--compare DIR] [--keep DIR]
 
@@ -7,16 +8,21 @@ The log is what the supervisor writes for a real run: an agent's steps batches (
 10 ms step, one batch per 0.1 s flush) go through ``records.decode_batch`` and
 ``Live.ingest``, so the file holds one ``step`` line per step; the sampler's ``gpu`` record
 (one GPU, the fields a real reading has) once a second; the loop's ``train_loss`` every 100
-steps and a ``val_loss`` every 5,000; a declared peak, so replay charts MFU over time. It is
-written once, by this checkout, and every tree reads the same file.
+steps and a ``val_loss`` every 5,000; a declared peak, so replay charts MFU over time; the
+checkpoints ``Live`` writes at its own cadence (the run's clock: 100 steps a second), the
+last after ``run_end``. It is written once, by this checkout, and every tree reads the same
+file.
 
 Each round times, in process CPU (the machine is shared; its load average is printed):
 
 - ``json.loads``: a bare parse of every line (the file read line by line), the baseline;
 - ``read``: ``LogReader.batches()`` alone (the lines read, checked and cut into records and
-  step batches; a tree without it: iterating the reader), the part of replay before the engine;
-- ``replay``: ``core.engine.replay`` of the file and its snapshot, what ``tm replay --json``,
-  ``tm ls`` and ``tm passport`` do;
+  step batches; a tree without it: iterating the reader), the part of a full replay before
+  the engine;
+- ``replay``: ``core.engine.replay`` of the file and its snapshot, what ``tm replay --json``
+  and ``tm passport`` do: from the last checkpoint on;
+- ``tm ls``: ``commands.ls.ls_row`` of the run (its head and last checkpoint);
+- ``full replay``: the same from the first line (``tm replay --full``);
 - ``export csv``: ``exports.csv.export`` of the run (``tm export csv``): every series' points.
 
 ``--compare DIR`` runs another checkout's ``trainmeter`` (its folder) on the same file in the
@@ -38,7 +44,7 @@ from pathlib import Path
 
 T0 = 1.7e9
 STEP_S = 0.01
-PARTS = ("json.loads", "read", "replay", "export csv")
+PARTS = ("json.loads", "read", "replay", "tm ls", "full replay", "export csv")
 
 
 def write_log(root: Path, steps: int) -> Path:
@@ -121,6 +127,17 @@ def one_round(folder: Path) -> dict[str, float]:
     t = time.process_time()
     replay(log).snapshot()
     got["replay"] = time.process_time() - t
+    from trainmeter.commands.ls import ls_row
+
+    t = time.process_time()
+    ls_row(folder, now=time.time())
+    got["tm ls"] = time.process_time() - t
+    t = time.process_time()
+    try:
+        replay(log, full=True).snapshot()
+    except TypeError:  # a tree without checkpoints: its replay is the full one
+        replay(log).snapshot()
+    got["full replay"] = time.process_time() - t
     with tempfile.TemporaryDirectory() as tmp:
         t = time.process_time()
         export_csv.export(RunData.open(folder), out=str(Path(tmp) / "series.csv"))
@@ -147,9 +164,15 @@ def main() -> None:
     made = time.perf_counter() - t
     log = folder / "run.jsonl"
     with open(log, "rb") as f:
+        sizes = [len(x) for x in f if x.startswith(b'{"v":1,"k":"checkpoint",')]
+    with open(log, "rb") as f:
         lines = sum(1 for _ in f)
     print(f"log: {log} ({log.stat().st_size / 1e6:.0f} MB, {lines:,} lines; "
           f"{'reused' if found else f'written in {made:.0f} s'})")  # fmt: skip
+    if sizes:
+        print(f"checkpoints: {len(sizes)}, {sum(sizes) / 1e6:.1f} MB in all "
+              f"({sum(sizes) / log.stat().st_size:.1%} of the log), the last "
+              f"{sizes[-1] / 1e6:.2f} MB")  # fmt: skip
     trees = {"now": here, **({"before": str(Path(args.compare).resolve())} if args.compare
                              else {})}  # fmt: skip
     runs: dict[str, list[dict]] = {k: [] for k in trees}

@@ -22,7 +22,11 @@ timed in process CPU over every line, once per round, and given per step:
 - ``ranks: 4, per step record``: the engine alone fed four ranks' batches in turn (the join
   by step number, core/ranks.py), per step record;
 - ``supervisor, whole``: ``Live.ingest`` of each decoded line (decode, write, fold, under the
-  lock), the path an agent's line takes.
+  lock), the path an agent's line takes;
+- ``checkpoint, amortized``: one checkpoint of the engine that run left (``checkpoint.line``,
+  what ``Live.checkpoint`` writes), over the steps the cadence puts between two of its size
+  (``CHECKPOINT_GROWTH`` times its bytes of step lines, at least ``CHECKPOINT_MIN_BYTES``):
+  what checkpoints add to each step (0 in a tree without them).
 
 ``--compare DIR`` times another checkout's ``trainmeter`` (its folder) in the same rounds: each
 round runs one subprocess per tree, the order turned every round; the figures are medians of
@@ -50,7 +54,7 @@ MODEL = {"v": 1, "k": "model", "t": T0 + 1, "params": 124_000_000,
          "name": "GPT2LMHeadModel", "device": "cuda", "device_name": "NVIDIA H100 80GB HBM3",
          "gpus": 1, "dtype": "bfloat16", "run_dtype": "bfloat16", "rank": 0}  # fmt: skip
 PARTS = ("json.loads", "decode/validate", "write", "engine, no chart", "chart",
-         "ranks: 4, per step record", "supervisor, whole")  # fmt: skip
+         "ranks: 4, per step record", "supervisor, whole", "checkpoint, amortized")  # fmt: skip
 
 
 def wire_lines(steps: int, flushes: int, rank: int = 0, seed: int = 0) -> list[bytes]:
@@ -139,8 +143,26 @@ def one_round(steps: int, flushes: int) -> dict[str, float]:
         live.ingest([records.validate(hello)])
         live.ingest([records.validate(MODEL)])
         got["supervisor, whole"] = per_step(lambda: [live.ingest(decode(x)) for x in lines])
+        got["checkpoint, amortized"] = _checkpoint_cost(live, total)
         live.close_run("ok")
     return got
+
+
+def _checkpoint_cost(live, steps: int) -> float:
+    """us per step that checkpoints of ``live``'s engine add at the supervisor's cadence."""
+    try:
+        from trainmeter.core import checkpoint
+        from trainmeter.supervisor import live as live_mod
+    except ImportError:
+        return 0.0
+    if not hasattr(live_mod, "CHECKPOINT_GROWTH"):
+        return 0.0
+    per_step = live.log.size() / steps  # bytes of log a step adds
+    t = time.process_time()
+    line = checkpoint.line(live.engine, T0, 0, live.log.n, live.run_id)
+    cost = time.process_time() - t
+    gap = max(live_mod.CHECKPOINT_MIN_BYTES, live_mod.CHECKPOINT_GROWTH * len(line))
+    return cost / (gap / per_step) * 1e6
 
 
 def _four_ranks(steps: int, flushes: int) -> list[bytes]:

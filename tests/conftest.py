@@ -52,7 +52,8 @@ def read_log(cwd) -> list[dict]:
     runs = run_folders(Path(cwd) / ".trainmeter")
     assert runs, f"no run log under {cwd}"
     log = runs[-1] / "run.jsonl"
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    recs = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [r for r in recs if r["k"] != "checkpoint"]  # checkpoints: state, not records
 
 
 def losses(stdout: str) -> list[str]:

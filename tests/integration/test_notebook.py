@@ -178,6 +178,7 @@ def test_the_supervisor_closes_the_log_and_exits_when_the_kernel_shuts_down(tmp_
     assert not Path(f"/proc/{sup}").exists(), "supervisor outlived its kernel"
     (log,) = (tmp_path / ".trainmeter" / "runs").glob("*/run.jsonl")
     recs = [json.loads(x) for x in log.read_text().splitlines()]
+    recs = [r for r in recs if r["k"] != "checkpoint"]  # the run's last state, after run_end
     assert recs[-1]["k"] == "run_end"
     assert [r["value"] for r in recs if r["k"] == "series"] == [1.0]
 
@@ -208,8 +209,10 @@ def test_after_kill_9_of_the_kernel_the_supervisor_still_closes_the_log(tmp_path
         time.sleep(0.1)
     assert not Path(f"/proc/{sup}").exists(), "supervisor outlived its killed kernel"
     (log,) = (tmp_path / ".trainmeter" / "runs").glob("*/run.jsonl")
-    last = json.loads(log.read_text().splitlines()[-1])
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    last = [r for r in recs if r["k"] != "checkpoint"][-1]  # a checkpoint follows run_end
     assert last["k"] == "run_end" and last["status"] == "error"
+    assert recs[-1]["k"] == "checkpoint"
 
 
 def _kernel():

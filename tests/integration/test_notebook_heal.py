@@ -95,7 +95,8 @@ def kernel(tmp_path):
 
 def _logs(cwd) -> dict[Path, list[dict]]:
     logs = sorted((Path(cwd) / ".trainmeter" / "runs").glob("*/run.jsonl"))
-    return {p: [json.loads(x) for x in p.read_text().splitlines() if x.strip()] for p in logs}
+    recs = {p: [json.loads(x) for x in p.read_text().splitlines() if x.strip()] for p in logs}
+    return {p: [r for r in rs if r["k"] != "checkpoint"] for p, rs in recs.items()}
 
 
 def _new_log(cwd, before) -> list[dict]:

@@ -1,12 +1,12 @@
 """Replay gives what the live view had: a real run watched by the live engine as its records
-arrived (agent over the socket, a scripted GPU sampler at 10 Hz), then its log replayed.
+arrived (agent over the socket, a scripted GPU sampler at 10 Hz), then its log replayed, from
+its first line and from its checkpoints (the cadence made small here, so the run writes many).
 
 ``tm``'s own run mode (``commands.run.run_command``) runs in this process with ``Live`` swapped for
 a subclass that keeps what the live engine held: the final snapshot ``close_run`` returned,
 the chart history, and after every ingested batch the engine's snapshot and the log's length.
 """
 
-import json
 import math
 import sys
 
@@ -14,11 +14,12 @@ import pytest
 from conftest import EXAMPLE, ROOT, Clock
 
 from trainmeter.commands import run
-from trainmeter.core import records
+from trainmeter.core import checkpoint, engine, logread, records
 from trainmeter.core.engine import replay
 from trainmeter.jupyter.replay import load, series_table, text_table
 from trainmeter.sources import open_backend
 from trainmeter.supervisor import launcher
+from trainmeter.supervisor import live as live_mod
 from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.sampler import Sampler
 
@@ -72,10 +73,22 @@ def diff(live, replayed, path="") -> list[str]:
     return [f"{path}: {live!r} != {replayed!r}"]
 
 
+def _often(mp):
+    """Checkpoints at a small cadence: one whenever the log grew by its last one's size."""
+    mp.setattr(live_mod, "CHECKPOINT_MIN_BYTES", 2048)
+    mp.setattr(live_mod, "CHECKPOINT_GROWTH", 1)
+    mp.setattr(live_mod, "CHECKPOINT_EVERY_S", 0.0)
+
+
+def _checkpoints(data: bytes) -> int:
+    return sum(x.startswith(logread.CHECKPOINT) for x in data.splitlines())
+
+
 @pytest.fixture(scope="module")
 def watched(tmp_path_factory, monkeypatch_module):
     work = tmp_path_factory.mktemp("replay")
     monkeypatch_module.chdir(work)
+    _often(monkeypatch_module)
     monkeypatch_module.setenv("PYTHONPATH", str(ROOT))
     monkeypatch_module.setattr(launcher, "Live", _Watched)
     args = run.run_parser().parse_args(["--budget-tokens", "1M", "--", "x"])
@@ -101,11 +114,13 @@ def test_the_run_was_watched_with_everything_a_live_view_gets(watched):
     assert final["hardware"]["gpus"][0]["sm_active"] is not None  # the fake H100's GPM
     assert final["energy_j"] > 0 and final["time_split"]["eval"] > 0
     assert len(watched.checkpoints) >= 10  # the engine was read many times while it ran
+    assert _checkpoints(watched.log_path.read_bytes()) >= 4  # and written into the log
 
 
 def test_replaying_the_log_gives_the_live_final_snapshot_field_by_field(watched):
     final, history = watched.final
-    done = load(watched.log_path.parent)
+    done = load(watched.log_path.parent)  # from the last checkpoint: the log's last line
+    assert checkpoint.resume(watched.log_path, engine)[1].start == watched.log_path.stat().st_size
     # No field is excluded: once run_end is folded, no figure depends on the clock (the open
     # segment's elapsed time is the only one that does, and run_end closes it).
     assert diff(final, done.snapshot) == []
@@ -123,9 +138,26 @@ def test_every_snapshot_the_live_engine_had_is_the_replay_of_the_log_so_far(watc
     every = max(1, len(watched.checkpoints) // CHECKED)
     for size, live_snap in [*watched.checkpoints[::every], watched.checkpoints[-1]]:
         lines = data[:size].splitlines()
-        newest = json.loads(lines[-1])["t"]  # a log still being written: the run is running
+        newest = max(r["t"] for r in logread.LogReader(lines))  # the run is running
         snap = replay(lines, now=newest).snapshot()
         assert diff(live_snap, snap) == [], f"after {size} bytes of the log"
+
+
+def test_every_snapshot_the_live_engine_had_is_the_replay_from_the_last_checkpoint(
+    watched, tmp_path
+):
+    """As above, the log so far read as ``tm ls`` and ``tm replay`` read it: from its last
+    checkpoint on. Every ingested batch is compared; most start from a checkpoint."""
+    data = watched.log_path.read_bytes()
+    cut = tmp_path / "run.jsonl"
+    resumed = 0
+    for size, live_snap in watched.checkpoints:
+        cut.write_bytes(data[:size])
+        newest = max(r["t"] for r in logread.LogReader(cut))
+        resumed += checkpoint.resume(cut, engine)[0] is not None
+        snap = replay(cut, now=newest).snapshot()
+        assert diff(live_snap, snap) == [], f"after {size} bytes of the log"
+    assert resumed > len(watched.checkpoints) // 2
 
 
 def test_the_series_table_has_every_reported_value_by_step(watched):
@@ -166,9 +198,13 @@ def _cell(live, clock, sampler, first_step, steps):
     live.segment_end("ok")
 
 
-def test_a_notebook_run_with_pauses_between_cells_replays_to_the_live_snapshot(tmp_path):
+def test_a_notebook_run_with_pauses_between_cells_replays_to_the_live_snapshot(
+    tmp_path, monkeypatch
+):
     """Cells, the gaps between them (not counted), the sampler's pause and resume: the live
-    engine's final snapshot and chart history equal the replay's, field by field."""
+    engine's final snapshot and chart history equal the replay's, field by field, from the
+    log's last checkpoint and from its first line."""
+    _often(monkeypatch)
     clock = Clock()
     live = _Watched(tmp_path, clock=clock)
     backend = open_backend("fake:h100x1", clock=clock)
@@ -185,6 +221,11 @@ def test_a_notebook_run_with_pauses_between_cells_replays_to_the_live_snapshot(t
     assert final["step"] == 10 and final["elapsed_s"] == pytest.approx(5.0)  # 10 x 0.5 s
     assert final["time_split"]["data"] == pytest.approx(1.0)  # 10 x 0.1 s, by hand
     assert len(history["series"]["gpu0/gpu_util"][0]) == 5  # at steps 2, 4, 6, 8, 10
+    assert _checkpoints(live.log_path.read_bytes()) >= 2  # one mid-run, one after run_end
     done = load(live.log_path.parent)
     assert diff(final, done.snapshot) == []
     assert diff(history, done.history) == []
+    full = replay(live.log_path, full=True)
+    snap = full.snapshot()
+    snap["run"]["log"] = final["run"]["log"]  # where the log is: said by Live and by load()
+    assert diff(final, snap) == [] and diff(history, full.timeline.full()) == []

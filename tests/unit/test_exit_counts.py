@@ -45,7 +45,8 @@ def _open(tmp_path):
 
 
 def _log(live):
-    return [json.loads(x) for x in live.log_path.read_bytes().splitlines()]
+    recs = [json.loads(x) for x in live.log_path.read_bytes().splitlines()]
+    return [r for r in recs if r["k"] != "checkpoint"]  # checkpoints: state, not records
 
 
 def _agent_counts(log):

@@ -61,6 +61,7 @@ def _fake_run(tmp_path, seconds=30.0):
     sampler.stop()
     snap = live.close_run("ok")
     log = [json.loads(x) for x in live.log_path.read_text().splitlines()]
+    log = [r for r in log if r["k"] != "checkpoint"]  # checkpoints: state, not records
     return gc, static, log, snap, t_start
 
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import Clock
 
 from trainmeter.commands import merge
-from trainmeter.core import passport, passport_md, records
+from trainmeter.core import checkpoint, engine, logread, passport, passport_md, records
 from trainmeter.core.engine import replay
 from trainmeter.supervisor import store
 from trainmeter.supervisor.live import Live
@@ -109,7 +109,8 @@ def _replay(folder):
 
 
 def _log(folder):
-    return [json.loads(x) for x in (folder / "run.jsonl").read_text().splitlines()]
+    recs = [json.loads(x) for x in (folder / "run.jsonl").read_text().splitlines()]
+    return [r for r in recs if r["k"] != "checkpoint"]  # checkpoints: state, not records
 
 
 @pytest.fixture
@@ -163,6 +164,21 @@ def test_the_merged_run_replays_as_the_whole_job(two_nodes):
     assert any(
         n.startswith("merge: merged from 2 node runs: node-a ranks 0-1") for n in snap["notes"]
     )
+
+
+def test_the_merged_run_ends_with_a_checkpoint_that_replays_as_the_full_fold(two_nodes):
+    """Each node's checkpoints are not merged (read as no record); the merged log's own last
+    line is one of the whole job, and replay from it equals the full replay field by field."""
+    _, a, b = two_nodes
+    out, _ = merge.merge([a, b])
+    lines = (out / "run.jsonl").read_bytes().splitlines()
+    assert [x.startswith(logread.CHECKPOINT) for x in lines].count(True) == 1
+    assert lines[-1].startswith(logread.CHECKPOINT)
+    eng, reader, _ = checkpoint.resume(out / "run.jsonl", engine)
+    assert eng is not None and reader.start == (out / "run.jsonl").stat().st_size
+    fast, full = replay(out / "run.jsonl"), replay(out / "run.jsonl", full=True)
+    assert fast.snapshot() == full.snapshot() == _replay(out)
+    assert fast.timeline.since(0) == full.timeline.since(0)
 
 
 def test_merged_records_keep_rank_order_per_node_and_label_hardware_by_node(two_nodes):

@@ -21,7 +21,8 @@ def _live(tmp_path):
 
 
 def _log(live) -> list[dict]:
-    return [json.loads(x) for x in live.log_path.read_text().splitlines() if x.strip()]
+    recs = [json.loads(x) for x in live.log_path.read_text().splitlines() if x.strip()]
+    return [r for r in recs if r["k"] != "checkpoint"]  # checkpoints: state, not records
 
 
 def _kinds(recs) -> list[str]:

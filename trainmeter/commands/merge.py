@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainmeter.core import logread, records
-from trainmeter.core.engine import replay
+from trainmeter.core import checkpoint, logread, records
+from trainmeter.core.engine import Engine, replay
 from trainmeter.core.summary import summary_line
 from trainmeter.supervisor.store import RunLog, find_run, new_run_id
 
@@ -237,6 +237,29 @@ def _summary(nodes: list[NodeRun]) -> str:
     return f"merged from {len(nodes)} node runs: " + ", ".join(parts)
 
 
+def _fold(eng: Engine, rec: dict[str, Any]) -> bool:
+    """Fold one merged record as replay will; False when it raises (replay would count it,
+    and a checkpoint holds a log read without a flaw: then none is written)."""
+    try:
+        eng.apply(rec)
+    except Exception:  # a validated record never should
+        return False
+    return True
+
+
+def _checkpoint(log: RunLog, eng: Engine) -> None:
+    """The merged log's last line: a checkpoint of the whole job's engine, so ``tm ls`` and
+    ``tm replay`` read the merged run from it (docs/spec.md "Checkpoints"); none when the
+    state has no checkpoint form."""
+    size = log.size()
+    try:
+        line = checkpoint.line(eng, eng.last_t or 0.0, size, log.n, eng.run.get("id"))
+    except Exception:  # CheckpointError, or a bug: the merged log is whole without one
+        return
+    if size is not None:
+        log.append_unnumbered(line)
+
+
 def merge(folders: list[Path], out: Path | None = None, name: str | None = None,
           force: bool = False) -> tuple[Path, list[str]]:  # fmt: skip
     """Merge the runs in ``folders`` into a new run folder; returns it and the warnings.
@@ -256,14 +279,18 @@ def merge(folders: list[Path], out: Path | None = None, name: str | None = None,
     if out.exists() and any(out.iterdir()):
         raise MergeError(f"{out} exists and is not empty: choose another --out")
     log = RunLog(out)
+    eng, folded = Engine(), True
     try:
         batch = []
         for rec in merged_records(nodes, run_id, name, warnings):
             batch.append(rec)
+            folded = folded and _fold(eng, rec)
             if len(batch) >= 4096:
                 log.append_many(batch)
                 batch.clear()
         log.append_many(batch)
+        if folded:
+            _checkpoint(log, eng)
     finally:
         log.close()
     return out, warnings

@@ -3,7 +3,8 @@
 Reads ``passport.json`` from the run folder; a run without one (a killed supervisor, a run
 still open), or with one another trainmeter version or older words wrote, gets it rebuilt from
 ``run.jsonl``, and a line on stderr says so (and says when the stored one is shown because the
-log cannot be read). Nothing is written. Definitions: docs/spec.md "Passport and exports".
+log cannot be read); ``--full`` rebuilds it from every line of the log, whatever is stored.
+Nothing is written. Definitions: docs/spec.md "Passport and exports".
 """
 
 from __future__ import annotations
@@ -26,10 +27,18 @@ def main(argv: list[str]) -> int:
     )
     run_arguments(p)
     p.add_argument("--json", action="store_true", help="print the passport as JSON")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="rebuild it from every line of the log (not passport.json, not a checkpoint)",
+    )
     args = p.parse_args(argv)
     try:
         folder = find_run(args.run, args.dir)
-        passport, said = passport_files.load(folder)
+        if args.full:
+            passport, said = passport_files.rebuild(folder, full=True), None
+        else:
+            passport, said = passport_files.load(folder)
     except (FileNotFoundError, OSError) as exc:
         print(f"tm: {exc}", file=sys.stderr)
         return 1

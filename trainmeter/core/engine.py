@@ -38,7 +38,7 @@ from trainmeter.core.options import LoggedOptions, from_record
 from trainmeter.core.rank_counts import RankCounts
 from trainmeter.core.ranks import Ranks, over_fastest, startup_s
 from trainmeter.core.records import SPAN_KINDS
-from trainmeter.core.timeline import DEFAULT_CAP, Timeline
+from trainmeter.core.timeline import DEFAULT_CAP, Timeline, name_key
 
 WINDOW_STEPS = 20  # steps in the "recent" throughput window (about a few seconds of a real run)
 EMA_BETA = 0.9
@@ -224,7 +224,7 @@ class Engine:
         self.stragglers: list[int] | None = None  # the interval rule's
         self.ranks = Ranks(MAX_RANKS)  # every rank's arrival, lag and split (core/ranks.py)
         # what was past a bound: counted, never kept (the run log has it)
-        self.refused_series: set[int] = set()  # hashes of names, at most _COUNTED_MAX
+        self.refused_series: set[int] = set()  # timeline.name_key()s, at most _COUNTED_MAX
         self.first_refused: str | None = None
         self.refused_ranks = 0  # step records of ranks past MAX_RANKS or out of range
         self.bad_counts = 0  # steps, tokens, samples outside [0, 2**53)
@@ -515,7 +515,7 @@ class Engine:
             if self.first_refused is None:
                 self.first_refused = name
             if len(self.refused_series) < _COUNTED_MAX:
-                self.refused_series.add(hash(name))
+                self.refused_series.add(name_key(name))
             return
         step = rec.get("step")
         if step is not None and not 0 <= step < MAX_COUNT:  # a validated int, out of range
@@ -1169,8 +1169,8 @@ def _mfu(rate, fpt: dict, gpus: int, peak) -> dict[str, float | None] | None:
 STALE_S = 30.0  # a live supervisor writes a gpu record every second: older than this, it stopped
 
 
-def replay(lines, now: float | None = None) -> Engine:
-    """Fold a run log into a fresh :class:`Engine`, never raising on what the log holds.
+def replay(lines, now: float | None = None, full: bool = False) -> Engine:
+    """Fold a run log into an :class:`Engine`, never raising on what the log holds.
 
     Args:
         lines: a path to ``run.jsonl`` or an iterable of its lines (bytes or str), read by
@@ -1179,14 +1179,41 @@ def replay(lines, now: float | None = None) -> Engine:
         now: wall-clock seconds, for a log that may still be written (``tm ls``): a run
             without ``run_end`` whose newest record is less than ``STALE_S`` old is running.
             None: the log is whole, so a run without ``run_end`` ended without a close.
+        full: fold every line from the first; otherwise a path's replay starts from its last
+            valid checkpoint and folds only the lines after it (core/checkpoint.py), the same
+            engine as the full fold's (docs/spec.md "Checkpoints" says what only ``full``
+            can see).
     Returns:
         The engine; its snapshot's ``log`` says what was skipped, and a note says it too.
     Raises:
         OSError: ``lines`` is a path that cannot be read.
     """
+    import sys
+    from os import PathLike
+
     from trainmeter.core.logread import LogReader
 
+    refused: dict = {}
+    if not full and isinstance(lines, (str, PathLike)):
+        from trainmeter.core import checkpoint
+
+        eng, reader, refused = checkpoint.resume(lines, sys.modules[__name__])
+        if eng is not None:
+            _fold(eng, reader, now)
+            if checkpoint.sound(eng):
+                return eng
+            key = ("checkpoint", checkpoint.UNSOUND)  # its state, folded on, fails: read all
+            refused[key] = refused.get(key, 0) + 1
     eng, reader = Engine(), LogReader(lines)
+    for (kind, reason), n in refused.items():  # checkpoints refused on the way here
+        reader.count(kind, reason, n)
+    _fold(eng, reader, now)
+    return eng
+
+
+def _fold(eng: Engine, reader, now: float | None) -> None:
+    """:func:`replay`'s fold of what ``reader`` yields into ``eng``, then the log's counts
+    and, for a log without ``run_end``, its end."""
     for rec in reader.batches():  # consecutive step lines as columns (records.Steps)
         if rec.__class__ is not dict:
             start = 0
@@ -1208,7 +1235,6 @@ def replay(lines, now: float | None = None) -> Engine:
     unclosed = eng.run["state"] in ("running", "idle") and eng.last_t is not None
     if unclosed and (now is None or now - eng.last_t > STALE_S):
         eng.end_unclosed()
-    return eng
 
 
 def _log_read(reader) -> dict[str, Any] | None:

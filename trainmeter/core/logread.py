@@ -16,6 +16,11 @@ parser recurses and would raise RecursionError); NaN, Infinity and numbers beyon
 Sequence numbers: a line whose ``n`` was already seen is a repeat ("duplicate line", skipped);
 numbers skipped over are counted as "missing lines". A log without any ``n`` (written before
 trainmeter stamped them) reads exactly as before. Standard library only.
+
+Checkpoints (``checkpoint`` lines, core/checkpoint.py) are a copy of the engine's state, not
+records: reading forward skips them unread and uncounted (they carry no ``n``, and may be
+longer than :data:`MAX_LINE`); :func:`checkpoints` finds them from the file's end, and
+:meth:`LogReader.resume` reads on from the line after one with the position it holds.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from trainmeter.core.records import RecordError, Steps, validate
 MAX_LINE = 1 << 20  # bytes of one line (1 MiB)
 MAX_DEPTH = 64  # nesting of JSON arrays and objects in one line (records use 3)
 MAX_HOLES = 100_000  # line numbers remembered as missing (a later line may fill one)
+MAX_CHECKPOINT = 64 << 20  # bytes of one checkpoint line (its charts: a few MiB at most)
+CHECKPOINT = b'{"v":1,"k":"checkpoint",'  # how the supervisor begins a checkpoint line
+CHUNK = 1 << 20  # bytes read at a time when looking for checkpoints from a log's end
 DUPLICATE = "duplicate line"
 MISSING = "missing lines"
 CUT = "last line cut short"
@@ -159,11 +167,13 @@ class LogReader:
         self._high = 0  # the largest n seen
         self._holes: set[int] = set()
         self._first: bytes | None = None  # the line stamped n=1 (a reopened log restarts n)
+        self.start = 0  # the byte a path is read from (resume)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         if isinstance(self.source, (str, PathLike)):
             try:
                 with open(self.source, "rb") as f:
+                    f.seek(self.start)
                     yield from self._read(_bounded_lines(f))
             except OSError as exc:  # a read error names no file: name the log
                 if exc.filename is not None:
@@ -171,6 +181,51 @@ class LogReader:
                 raise OSError(exc.errno, exc.strerror or str(exc), str(self.source)) from None
         else:
             yield from self._read(_checked_lines(self.source))
+
+    def position(self) -> dict[str, Any]:
+        """Where reading stands, as JSON (a checkpoint holds it): the largest ``n`` seen
+        (``high``), the numbers still missing below it (``holes``), ``skipped`` as
+        ``[kind, reason, lines]`` rows, ``lines``, ``records``, ``numbered``, ``last_t``."""
+        return {"high": self._high, "holes": sorted(self._holes),
+                "skipped": [[k, r, n] for (k, r), n in self.skipped.items()],
+                "lines": self.lines, "records": self.records, "numbered": self.numbered,
+                "last_t": self.last_t}  # fmt: skip
+
+    @classmethod
+    def resume(cls, path: str | PathLike, start: int, position: Any,
+               first: bytes | None) -> LogReader:  # fmt: skip
+        """A reader of ``path`` from byte ``start`` on, as one that has read up to there
+        and stands at ``position`` (:meth:`position`); ``first`` the log's line stamped
+        ``n`` 1 (its head), or None.
+
+        Raises:
+            RecordError: ``position`` is not what :meth:`position` gives (types, bounds).
+        """
+        p = position if isinstance(position, dict) else {}
+        high, holes, skipped = p.get("high"), p.get("holes"), p.get("skipped")
+        counts = [p.get("lines"), p.get("records"), high]
+        if not all(type(x) is int and 0 <= x < 2**63 for x in counts):
+            raise RecordError("checkpoint position: not counts")
+        if not (isinstance(holes, list) and len(holes) <= MAX_HOLES
+                and all(type(h) is int and 0 < h < high for h in holes)):  # fmt: skip
+            raise RecordError("checkpoint position: bad holes")
+        if not (isinstance(skipped, list) and len(skipped) <= 256 and all(
+                isinstance(r, list) and len(r) == 3 and isinstance(r[0], str)
+                and isinstance(r[1], str) and len(r[0]) + len(r[1]) <= 200
+                and type(r[2]) is int and 0 < r[2] < 2**63 for r in skipped)):  # fmt: skip
+            raise RecordError("checkpoint position: bad counts")
+        last_t = p.get("last_t")
+        if not (last_t is None or (type(last_t) in (int, float) and 0 <= last_t < 1e11)):
+            raise RecordError("checkpoint position: bad time")
+        if type(p.get("numbered")) is not bool:
+            raise RecordError("checkpoint position: bad flag")
+        reader = cls(path)
+        reader.start, reader._high, reader._holes = start, high, set(holes)
+        reader.skipped = {(k, r): n for k, r, n in skipped}
+        reader.lines, reader.records = p["lines"], p["records"]
+        reader.numbered, reader.last_t = p["numbered"], last_t
+        reader._first = first.strip() if first is not None and high >= 1 else None
+        return reader
 
     def batches(self) -> Iterator[dict[str, Any] | Steps]:
         """What iterating yields, with each run of consecutive step lines of one rank as one
@@ -188,6 +243,7 @@ class LogReader:
             return
         try:
             with open(self.source, "rb") as f:
+                f.seek(self.start)
                 yield from self._batches(_items(f))
         except OSError as exc:  # a read error names no file: name the log
             if exc.filename is not None:
@@ -317,7 +373,7 @@ class LogReader:
             self.lines += 1
             self.count("line", f"line over {MAX_LINE >> 20} MiB")
             return None
-        if not line.strip():
+        if not line.strip() or _is_checkpoint(line):
             return None
         self.lines += 1
         try:
@@ -330,6 +386,9 @@ class LogReader:
             else:
                 kind = _kind_of(line)
                 self.count(kind, _reason(exc, kind))
+            return None
+        if rec["k"] == "checkpoint":  # not the supervisor's own line: a copy of state, no record
+            self.lines -= 1
             return None
         if not self._in_sequence(rec, line):
             self.count(rec["k"], DUPLICATE)
@@ -395,9 +454,16 @@ def _kind_of(line: bytes | str) -> str:
     return m.group(1) if m else "line"
 
 
+def _is_checkpoint(line: bytes | str) -> bool:
+    return line.startswith(CHECKPOINT if line.__class__ is bytes else _CHECKPOINT_STR)
+
+
+_CHECKPOINT_STR = CHECKPOINT.decode()
+
+
 def _bounded_lines(f: IO[bytes]) -> Iterator[bytes | None]:
     """``f``'s lines; ``None`` for each line over ``MAX_LINE`` (read past in pieces, never
-    held whole)."""
+    held whole); a checkpoint line over it is read past too and given as a blank line."""
     while True:
         line = f.readline(MAX_LINE + 1)
         if not line:
@@ -405,14 +471,86 @@ def _bounded_lines(f: IO[bytes]) -> Iterator[bytes | None]:
         if len(line) <= MAX_LINE or (line.endswith(b"\n") and len(line) == MAX_LINE + 1):
             yield line
             continue
+        checkpoint = line.startswith(CHECKPOINT)
         while line and not line.endswith(b"\n"):
             line = f.readline(MAX_LINE)
-        yield None
+        yield b"\n" if checkpoint else None
 
 
 def _checked_lines(lines: Iterable[bytes | str]) -> Iterator[bytes | str | None]:
     for line in lines:
-        yield None if len(line) > MAX_LINE + 1 else line
+        yield None if len(line) > MAX_LINE + 1 and not _is_checkpoint(line) else line
+
+
+def checkpoints(path: str | PathLike, limit: int = 8) -> Iterator[tuple[int, bytes | None]]:
+    """The last ``limit`` checkpoint lines of a log, newest first, found from the file's end
+    (read backwards in pieces of :data:`CHUNK`, never whole): ``(offset, line)``, ``line``
+    None when it is over :data:`MAX_CHECKPOINT` or has no newline (the file's last line, cut
+    short or being written).
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    keep = len(CHECKPOINT) - 1  # a match across two pieces: the later piece's first bytes
+    with open(path, "rb") as f:
+        hi, tail = f.seek(0, 2), b""
+        while hi > 0 and limit > 0:
+            lo = max(0, hi - CHUNK)
+            f.seek(lo)
+            data = f.read(hi - lo) + tail
+            j = len(data)
+            while limit > 0:
+                i = data.rfind(CHECKPOINT, 0, j)
+                if i < 0:
+                    break
+                j = i + keep  # the next match begins before this one
+                if _line_start(f, data, lo, i):
+                    limit -= 1
+                    f.seek(lo + i)
+                    line = f.readline(MAX_CHECKPOINT + 1)
+                    yield lo + i, line if line.endswith(b"\n") else None
+            tail, hi = data[:keep], lo
+
+
+def _line_start(f: IO[bytes], data: bytes, lo: int, i: int) -> bool:
+    """Whether ``data[i]`` (byte ``lo + i`` of ``f``) begins a line."""
+    if i:
+        return data[i - 1] == 0x0A
+    if not lo:
+        return True
+    f.seek(lo - 1)
+    return f.read(1) == b"\n"
+
+
+def head(path: str | PathLike) -> bytes:
+    """A log's first line (at most :data:`MAX_LINE` bytes).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        return f.readline(MAX_LINE + 1)
+
+
+def parse_checkpoint(line: bytes) -> dict[str, Any]:
+    """A checkpoint line as its validated record (its ``state`` is checked by
+    core/checkpoint.py).
+
+    Raises:
+        RecordError: not JSON, too deep, or not a valid ``checkpoint`` record.
+    """
+    if too_deep(line):
+        raise RecordError(f"JSON nested deeper than {MAX_DEPTH}")
+    try:
+        rec = _DECODER.decode(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecordError("not UTF-8") from None
+    except (ValueError, RecursionError):
+        raise RecordError("not JSON") from None
+    rec = validate(rec)
+    if rec["k"] != "checkpoint":
+        raise RecordError("not a checkpoint")
+    return rec
 
 
 class _Run:
@@ -475,9 +613,17 @@ def _lines_of(text: bytes) -> Iterator[bytes | None]:
     pieces = text.split(b"\n")
     last = pieces.pop()  # after the last newline: empty unless the file ends without one
     for x in pieces:
-        yield None if len(x) > MAX_LINE else x + b"\n"
+        yield _bounded(x + b"\n", MAX_LINE + 1)
     if last:
-        yield None if len(last) > MAX_LINE else last
+        yield _bounded(last, MAX_LINE)
+
+
+def _bounded(line: bytes, limit: int) -> bytes | None:
+    """``line``, None when over ``limit`` bytes (a checkpoint over it: a blank line, which
+    reading forward skips anyway)."""
+    if len(line) <= limit:
+        return line
+    return b"\n" if line.startswith(CHECKPOINT) else None
 
 
 def _chunks(f: IO[bytes]) -> Iterator[bytes | None]:
@@ -497,7 +643,7 @@ def _chunks(f: IO[bytes]) -> Iterator[bytes | None]:
             yield data[:cut]
         carry = data[cut:]
         if len(carry) > MAX_LINE:  # a line longer than any record, not ended yet
-            yield None
+            yield b"\n" if carry.startswith(CHECKPOINT) else None
             while True:
                 data = f.read(BLOCK)
                 if not data:

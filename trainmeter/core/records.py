@@ -91,6 +91,17 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     # dropped so far, by reason: cumulative counts, the newest per (node, source, pid) replaces
     # the earlier ones (node: a merged log's, core/drops.py; docs/reliability.md)
     "dropped": {"source": (str,), "counts": (dict,), "pid": _OPT_INT, "rank": _OPT_INT},
+    # supervisor: a copy of the engine's state after the line numbered `upto`, written at byte
+    # `at` of the log, with the log reader's position there (`log`) and the run's id (`run`);
+    # unnumbered, and no record: replay may start from it (core/checkpoint.py, docs/spec.md
+    # "Checkpoints")
+    "checkpoint": {
+        "at": (int,),
+        "upto": (int,),
+        "run": _OPT_STR,
+        "log": (dict,),
+        "state": (dict,),
+    },
 }
 
 SPAN_KINDS = ("data", "checkpoint", "eval", "warmup")

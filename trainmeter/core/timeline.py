@@ -19,6 +19,7 @@ so a subscriber can ask for "points since seq" and receive a small delta.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -27,6 +28,13 @@ DEFAULT_CAP = 2000  # points per series: ~1 point per pixel of a wide chart, twi
 MIN_CAP = 8  # smallest cap for which one pass always shrinks a full series (see Timeline)
 GROUP = 4  # points per min/max bucket: each full bucket keeps 2, so a pass halves the old half
 DEFAULT_MAX_SERIES = 128  # names kept: 64 from training code (engine.MAX_SERIES) + 64 of ours
+
+
+def name_key(name: str) -> int:
+    """A refused name's key in a count of distinct names: the same in every process (a
+    checkpoint carries the keys to another; Python's ``hash`` of a string is not)."""
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1  # below 2**63
 
 
 def _finite(y: object) -> bool:
@@ -192,7 +200,7 @@ class Timeline:
         self.max_series = max_series
         self.seq = 0
         self.refused = 0
-        self._refused_names: set[int] = set()  # hashes, at most 1000: memory stays bounded
+        self._refused_names: set[int] = set()  # name_key()s, at most 1000: memory stays bounded
         self._series: dict[str, _Series] = {}
 
     @property
@@ -211,7 +219,7 @@ class Timeline:
             if len(self._series) >= self.max_series:
                 self.refused += 1
                 if len(self._refused_names) < 1000:
-                    self._refused_names.add(hash(name))
+                    self._refused_names.add(name_key(name))
                 return False
             s = self._series[name] = _Series()
         self.seq += 1
@@ -236,7 +244,7 @@ class Timeline:
                 if len(self._series) >= self.max_series:
                     self.refused += m
                     if len(self._refused_names) < 1000:
-                        self._refused_names.add(hash(name))
+                        self._refused_names.add(name_key(name))
                     continue
                 s = self._series[name] = _Series()
             kept.append((s, col))

@@ -236,9 +236,8 @@ def show(run: str | None = None):
         from trainmeter.core.engine import replay
         from trainmeter.supervisor.store import find_run
 
-        log = find_run(run) / "run.jsonl"
-        with open(log, "rb") as f:
-            eng = replay(f, now=time.time())  # a run still written to is running
+        log = find_run(run) / "run.jsonl"  # read from its last checkpoint on
+        eng = replay(log, now=time.time())  # a run still written to is running
         widget.set_history(eng.timeline.full())
         widget.update(eng.snapshot())
     display(widget)

@@ -56,7 +56,7 @@ RATE_LINES = 500_000  # per connection and second, at most
 RATE_SLICE_S = 0.1  # the rate is held over slices this long
 MAX_CONNECTIONS = 256  # served at once (each holds a thread and up to MAX_LINE bytes)
 SUPERVISOR_KINDS = frozenset(
-    ("run_start", "run_end", "segment_start", "segment_end", "gpu_devices", "gpu")
+    ("run_start", "run_end", "segment_start", "segment_end", "gpu_devices", "gpu", "checkpoint")
 )
 READ_ONLY = frozenset(("ping", "snapshot"))  # requests any process may send; others: the launcher
 NOTE_CHARS = 200  # of a refused line's reason quoted in a note

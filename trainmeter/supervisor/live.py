@@ -18,12 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.core import records
+from trainmeter.core import checkpoint, records
 from trainmeter.core.engine import Engine, StepsFailed
 from trainmeter.core.redact import redact_argv
 from trainmeter.supervisor.store import RunLog, job_facts, new_run_id, run_folder_name, runs_dir
 
 DROP_FLUSH_S = 1.0  # the supervisor's drop counts reach the log at most this often
+# checkpoints (core/checkpoint.py, docs/spec.md "Checkpoints"): one when the log has grown by
+# CHECKPOINT_GROWTH times the last one's size since it (at least CHECKPOINT_MIN_BYTES), looked
+# at most every CHECKPOINT_EVERY_S of the run's clock; and one after run_end
+CHECKPOINT_GROWTH = 10
+CHECKPOINT_MIN_BYTES = 1 << 20
+CHECKPOINT_EVERY_S = 10.0
 DISK_REASONS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded"}
 
 
@@ -60,6 +66,8 @@ class Live:
         self._drops_dirty, self._drops_t = False, 0.0
         self._disk_seen = self._disk_written = 0  # RunLog.lost_lines in the engine, in the log
         self._agent_counts: dict[Any, dict[str, int]] = {}  # pid -> its newest agent counts
+        self._ckpt_t = 0.0  # when the cadence is looked at next (the run's clock)
+        self._ckpt_end = self._ckpt_size = 0  # the last checkpoint's end in the log, its bytes
 
     # -- runs and segments ----------------------------------------------------------------------
     def open_run(self, name: str, argv: list[str], opts: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +87,7 @@ class Live:
             self._drops, self._drops_dirty, self._drops_t = {}, False, 0.0
             self._disk_seen = self._disk_written = 0
             self._agent_counts = {}
+            self._ckpt_t, self._ckpt_end, self._ckpt_size = now + CHECKPOINT_EVERY_S, 0, 0
             job = {"job": self.job} if self.job else {}  # docs/multinode.md
             self._write(records.make(
                 "run_start", now, id=self.run_id, name=name, argv=redact_argv(list(argv)),
@@ -107,6 +116,7 @@ class Live:
                 self._write(records.make("segment_end", self.clock(), segment=self.segment,
                                          status=status, **fields))  # fmt: skip
                 self.segment_open = False
+                self.checkpoint()
             return self.snapshot()
 
     def close_run(self, status: str, exit_code: int | None = None) -> dict[str, Any] | None:
@@ -121,6 +131,7 @@ class Live:
             self._disk_at_close()
             snap = self.snapshot()
             self._write_passport(snap)
+            self.checkpoint(force=True)  # the log's last line: replay reads the run from it
             self.log.close()
             self.log = None
             snap["run"]["log"] = str(self._name_by_ranks())
@@ -199,6 +210,8 @@ class Live:
             for why, n in bad.items():  # after the lines: the log's order is the engine's
                 self.count_drop(why, n)
             self._flush_drops()
+            if self.clock() >= self._ckpt_t:
+                self.checkpoint()
             self.version += 1
             self.cond.notify_all()
             return True
@@ -234,6 +247,8 @@ class Live:
             for why, count in bad.items():  # after the lines: the log's order is the engine's
                 self.count_drop(why, count)
             self._flush_drops()
+            if self.clock() >= self._ckpt_t:
+                self.checkpoint()
             self.version += 1
             self.cond.notify_all()
             return True
@@ -298,6 +313,38 @@ class Live:
         if self._drops_dirty and (force or now - self._drops_t >= DROP_FLUSH_S):
             self._drops_dirty, self._drops_t = False, now
             self._write(self._drop_record("supervisor", self._drops))
+
+    def checkpoint(self, force: bool = False) -> bool:
+        """Write a checkpoint of the engine into the log when the cadence says so (module
+        constants; ``force``: now, the run's end); True when one was written.
+
+        Never while the log does not hold what the engine applied (lines held back or lost
+        by the disk): a checkpoint is what a replay of the log so far gives. A state that
+        cannot be written (core/checkpoint.py) is left out, and replay reads further back.
+        """
+        with self.cond:
+            log, now = self.log, self.clock()
+            self._ckpt_t = now + CHECKPOINT_EVERY_S
+            if log is None or log.holding or log.lost_lines or self._disk_seen:
+                return False
+            size = log.size()
+            grown = size is not None and size - self._ckpt_end >= max(
+                CHECKPOINT_MIN_BYTES, CHECKPOINT_GROWTH * self._ckpt_size)  # fmt: skip
+            if size is None or not (force or grown):
+                return False
+            self._flush_drops(force=True)  # counts a snapshot applied: into the log first
+            size = log.size()
+            if size is None or log.holding:
+                return False
+            try:
+                line = checkpoint.line(self.engine, now, size, log.n, self.run_id)
+            except Exception:  # CheckpointError, or a bug: never a reason to stop ingesting
+                self._ckpt_end = size  # tried again once the log has grown as much again
+                return False
+            if not log.append_unnumbered(line):
+                return False
+            self._ckpt_end, self._ckpt_size = size + len(line), len(line)
+            return True
 
     def _disk_counts(self, lost: int) -> dict[str, int]:
         err = self.log.last_error

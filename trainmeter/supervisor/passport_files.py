@@ -44,14 +44,15 @@ def _replace(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def rebuild(folder: Path, version: str = __version__) -> dict[str, Any]:
-    """The passport rebuilt from ``folder/run.jsonl`` (replay, as ``tm replay`` does).
+def rebuild(folder: Path, version: str = __version__, full: bool = False) -> dict[str, Any]:
+    """The passport rebuilt from ``folder/run.jsonl`` (replay, as ``tm replay`` does; ``full``:
+    from every line, as ``tm replay --full``).
 
     Raises: OSError when the log cannot be read.
     """
     # bad lines skipped and counted (core/logread.py); a log written in the last 30 s is a
     # live run's (running), any other without run_end "ended without a close"
-    snap = replay(folder / "run.jsonl", now=time.time()).snapshot()
+    snap = replay(folder / "run.jsonl", now=time.time(), full=full).snapshot()
     return passport.build(snap, version=version)
 
 

@@ -238,6 +238,25 @@ class RunLog:
         self._pending += text
         self._drain()
 
+    def append_unnumbered(self, line: bytes) -> bool:
+        """Write one line without a number: a checkpoint (core/checkpoint.py), a copy of state
+        that is no record. Written only when nothing is held back and it fits what may be
+        held; False when not written."""
+        if self._pending or self._fd is None or len(line) > MAX_PENDING_BYTES:
+            return False
+        self._pending += line
+        self._drain()
+        return True
+
+    def size(self) -> int | None:
+        """Bytes in the file now (None when closed or unreadable)."""
+        if self._fd is None:
+            return None
+        try:
+            return os.fstat(self._fd).st_size
+        except OSError:
+            return None
+
     def _drain(self) -> None:
         while self._pending and self._fd is not None:
             try:
