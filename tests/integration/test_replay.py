@@ -77,7 +77,6 @@ def _often(mp):
     """Checkpoints at a small cadence: one whenever the log grew by its last one's size."""
     mp.setattr(live_mod, "CHECKPOINT_MIN_BYTES", 2048)
     mp.setattr(live_mod, "CHECKPOINT_GROWTH", 1)
-    mp.setattr(live_mod, "CHECKPOINT_EVERY_S", 0.0)
 
 
 def _checkpoints(data: bytes) -> int:

@@ -26,10 +26,9 @@ from trainmeter.supervisor.store import RunLog, job_facts, new_run_id, run_folde
 DROP_FLUSH_S = 1.0  # the supervisor's drop counts reach the log at most this often
 # checkpoints (core/checkpoint.py, docs/spec.md "Checkpoints"): one when the log has grown by
 # CHECKPOINT_GROWTH times the last one's size since it (at least CHECKPOINT_MIN_BYTES), looked
-# at most every CHECKPOINT_EVERY_S of the run's clock; and one after run_end
+# at after each ingested line or batch (a compare of the bytes written); and one after run_end
 CHECKPOINT_GROWTH = 10
 CHECKPOINT_MIN_BYTES = 1 << 20
-CHECKPOINT_EVERY_S = 10.0
 DISK_REASONS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded"}
 
 
@@ -66,8 +65,8 @@ class Live:
         self._drops_dirty, self._drops_t = False, 0.0
         self._disk_seen = self._disk_written = 0  # RunLog.lost_lines in the engine, in the log
         self._agent_counts: dict[Any, dict[str, int]] = {}  # pid -> its newest agent counts
-        self._ckpt_t = 0.0  # when the cadence is looked at next (the run's clock)
         self._ckpt_end = self._ckpt_size = 0  # the last checkpoint's end in the log, its bytes
+        self._ckpt_due = CHECKPOINT_MIN_BYTES  # the log's bytes written when one is due next
 
     # -- runs and segments ----------------------------------------------------------------------
     def open_run(self, name: str, argv: list[str], opts: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +86,8 @@ class Live:
             self._drops, self._drops_dirty, self._drops_t = {}, False, 0.0
             self._disk_seen = self._disk_written = 0
             self._agent_counts = {}
-            self._ckpt_t, self._ckpt_end, self._ckpt_size = now + CHECKPOINT_EVERY_S, 0, 0
+            self._ckpt_end = self._ckpt_size = 0
+            self._ckpt_due = self.log.written + CHECKPOINT_MIN_BYTES
             job = {"job": self.job} if self.job else {}  # docs/multinode.md
             self._write(records.make(
                 "run_start", now, id=self.run_id, name=name, argv=redact_argv(list(argv)),
@@ -210,7 +210,7 @@ class Live:
             for why, n in bad.items():  # after the lines: the log's order is the engine's
                 self.count_drop(why, n)
             self._flush_drops()
-            if self.clock() >= self._ckpt_t:
+            if self.log.written >= self._ckpt_due:
                 self.checkpoint()
             self.version += 1
             self.cond.notify_all()
@@ -247,7 +247,7 @@ class Live:
             for why, count in bad.items():  # after the lines: the log's order is the engine's
                 self.count_drop(why, count)
             self._flush_drops()
-            if self.clock() >= self._ckpt_t:
+            if self.log.written >= self._ckpt_due:
                 self.checkpoint()
             self.version += 1
             self.cond.notify_all()
@@ -324,13 +324,12 @@ class Live:
         """
         with self.cond:
             log, now = self.log, self.clock()
-            self._ckpt_t = now + CHECKPOINT_EVERY_S
             if log is None or log.holding or log.lost_lines or self._disk_seen:
                 return False
             size = log.size()
-            grown = size is not None and size - self._ckpt_end >= max(
-                CHECKPOINT_MIN_BYTES, CHECKPOINT_GROWTH * self._ckpt_size)  # fmt: skip
-            if size is None or not (force or grown):
+            gap = max(CHECKPOINT_MIN_BYTES, CHECKPOINT_GROWTH * self._ckpt_size)
+            self._ckpt_due = self._ckpt_end + gap  # looked at again once the log is so long
+            if size is None or not (force or size - self._ckpt_end >= gap):
                 return False
             self._flush_drops(force=True)  # counts a snapshot applied: into the log first
             size = log.size()
@@ -340,10 +339,13 @@ class Live:
                 line = checkpoint.line(self.engine, now, size, log.n, self.run_id)
             except Exception:  # CheckpointError, or a bug: never a reason to stop ingesting
                 self._ckpt_end = size  # tried again once the log has grown as much again
+                self._ckpt_due = size + gap
                 return False
             if not log.append_unnumbered(line):
                 return False
             self._ckpt_end, self._ckpt_size = size + len(line), len(line)
+            gap = max(CHECKPOINT_MIN_BYTES, CHECKPOINT_GROWTH * len(line))
+            self._ckpt_due = self._ckpt_end + gap
             return True
 
     def _disk_counts(self, lost: int) -> dict[str, int]:

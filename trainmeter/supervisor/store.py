@@ -176,6 +176,7 @@ class RunLog:
         self.path = folder / "run.jsonl"
         # Unbuffered: os.write reports partial writes, so a retry never duplicates a line.
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.written = os.fstat(self._fd).st_size  # bytes in the file: counted, no syscall
         self._pending = bytearray()
         self.n = 0  # lines stamped so far (written or pending)
         self.lost_lines = 0  # lines never stamped: the memory held for a refusing disk was full
@@ -265,6 +266,7 @@ class RunLog:
                 self._refused(exc)
                 return
             del self._pending[:n]
+            self.written += n
 
     def _refused(self, exc: OSError) -> None:
         self.write_errors += 1
