@@ -10,6 +10,7 @@ a segment boundary, drops, notes and more series names than are kept.
 
 import json
 import random
+import zlib
 
 import pytest
 from conftest import Clock
@@ -168,14 +169,23 @@ def test_a_checkpoint_in_the_middle_of_a_step_batch_splits_nothing(log, tmp_path
     _same(fast, full)
 
 
+def _forged(rec) -> bytes:
+    """``rec`` as a checkpoint line whose CRC-32 is made anew for its state, as a writer who
+    knows the format would: what refuses it is then the checks behind the CRC."""
+    body = json.dumps(rec["state"], separators=(",", ":")).encode()
+    head = {k: v for k, v in rec.items() if k not in ("state", "crc")}
+    head["crc"] = zlib.crc32(body)  # last, before the state, where the supervisor writes it
+    return json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"state":' + body + b"}\n"
+
+
 def _rewrite_last(log, tmp_path, change) -> "tuple":
-    """The log with its last checkpoint's record changed by ``change`` (rewritten as JSON)."""
+    """The log with its last checkpoint's record changed by ``change`` (:func:`_forged`)."""
     data = log.read_bytes()
     lines = data.splitlines(keepends=True)
     rec = json.loads(lines[-1])
     change(rec)
     out = tmp_path / "bad.jsonl"
-    out.write_bytes(b"".join(lines[:-1]) + (json.dumps(rec, separators=(",", ":")) + "\n").encode())
+    out.write_bytes(b"".join(lines[:-1]) + _forged(rec))
     return out
 
 
@@ -216,7 +226,9 @@ def test_a_damaged_checkpoint_is_refused_counted_and_an_earlier_one_used(log, tm
     assert sum(refused.values()) == 1 and start < bad.stat().st_size  # the one before it
     fast, full = _both(bad)
     got = fast.snapshot()
-    assert got["log"]["skipped"] == 1 and next(iter(got["log"]["by"])).startswith("checkpoint: ")
+    reason = next(iter(got["log"]["by"]))
+    assert got["log"]["skipped"] == 1 and reason.startswith("checkpoint: ")
+    assert "CRC" not in reason  # refused by the check behind the CRC
     want = full.snapshot()
     assert want["log"] is None  # the full replay reads no checkpoint
     got["notes"] = [n for n in got["notes"] if not n.startswith("replay skipped")]
@@ -298,7 +310,7 @@ def test_a_checkpoint_line_is_no_record_to_any_reader(log, tmp_path):
     assert "checkpoint" not in {r["k"] for r in recs} and reader.skipped == {}
     big = log.read_bytes() + logread.CHECKPOINT + b'"pad":"' + b"x" * (3 << 20) + b'"}\n'
     other = json.dumps({"k": "checkpoint", "v": 1, "t": 1.0, "at": 0, "upto": 0, "log": {},
-                        "state": {}}).encode()  # fmt: skip
+                        "crc": 0, "state": {}}).encode()  # fmt: skip
     path = tmp_path / "big.jsonl"
     path.write_bytes(big + other + b"\n")
     again, reader = logread.read(path)
@@ -409,11 +421,49 @@ def test_a_checkpoint_of_values_no_run_reaches_never_makes_replay_raise(log, tmp
     rng = random.Random(1)
     bad = tmp_path / "bad.jsonl"
     for _ in range(200):
-        line = json.dumps({**rec, "state": _mutate(rec["state"], rng)}, separators=(",", ":"))
-        bad.write_bytes(data[:start] + line.encode() + b"\n" + tail)
+        line = _forged({**rec, "state": _mutate(rec["state"], rng)})
+        bad.write_bytes(data[:start] + line + tail)
         eng = replay(bad)
         json.dumps(eng.snapshot(), allow_nan=False)
         assert eng.snapshot()["step"] == STEPS and eng.timeline.full()["seq"] > 0
+
+
+def test_a_byte_changed_in_a_checkpoint_is_found_by_its_crc_before_it_is_read(log, tmp_path):
+    """A digit of the state changed (a step count 120 -> 920), a field added to the line: the
+    CRC-32 of the state, or the fields, refuse the checkpoint, counted; the run reads as in
+    full. Without the CRC the changed digit would have been believed (a valid state)."""
+    data = log.read_bytes()
+    start = data.rindex(b"\n", 0, len(data) - 1) + 1
+    last = data[start:]
+    assert last.count(b'"step":120') >= 1
+    for bad_line, why in (
+        (last.replace(b'"step":120', b'"step":920', 1), "CRC-32"),
+        (last[:-2] + b',"pad":"' + b"x" * 1000 + b'"}\n', "CRC-32"),
+        (_forged({**json.loads(last), "pad": "x"}), "fields other than"),
+    ):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_bytes(data[:start] + bad_line)
+        got, want = replay(bad).snapshot(), replay(bad, full=True).snapshot()
+        assert [k for k in got["log"]["by"] if why in k], got["log"]
+        assert got["step"] == want["step"] == STEPS
+
+
+def test_a_forged_negative_time_makes_no_surface_raise_and_reads_in_full(log, tmp_path):
+    """Seconds below zero pass the state's bounds (a lag may be negative) but make the
+    duration formats raise: the checkpoint is found unsound, replay reads the whole log, and
+    ``tm ls``, the summary and the passport print the full replay's figures."""
+    from trainmeter.core import passport, passport_md, summary
+
+    bad = _rewrite_last(log, tmp_path, lambda r: _state(r).update(active_s=-1.0))
+    got = replay(bad)
+    assert got.snapshot()["log"]["by"] == {f"checkpoint: {checkpoint.UNSOUND}": 1}
+    assert got.snapshot()["elapsed_s"] == replay(bad, full=True).snapshot()["elapsed_s"] >= 0
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "run.jsonl").write_bytes(bad.read_bytes())
+    assert f"{STEPS:>7} steps" in ls_row(folder, now=2e9)
+    snap = got.snapshot()
+    assert summary.summary_line(snap) and passport_md.markdown(passport.build(snap))
 
 
 def test_a_checkpoint_that_fails_once_folded_on_means_a_full_replay(log, monkeypatch):

@@ -6,6 +6,7 @@ listed); 2 for a usage error.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,7 +35,7 @@ def ls_row(folder: Path, now: float | None = None) -> str:
     except (OverflowError, OSError, ValueError):  # a start time beyond the C library's
         started = "?"
     took = format_duration(snap.get("elapsed_s"))
-    name = str(run.get("name", "?"))
+    name = "".join(c if c.isprintable() else "?" for c in str(run.get("name", "?")))
     skipped = f"  ({snap['log']['text']})" if snap.get("log") else ""
     return (f"{folder.name}  {name:<20} {started}  {took:>10}  {snap['step']:>7} steps  "
             f"{state_text(run)}{skipped}")  # fmt: skip
@@ -54,8 +55,18 @@ def main(argv: list[str]) -> int:
     failed = 0
     for d in folders:
         try:
-            print(ls_row(d))
+            row = ls_row(d)
         except OSError as exc:  # one unreadable log: say so, list the others
             failed += 1
             print(f"tm: {os_error(exc)}", file=sys.stderr)
+            continue
+        except Exception as exc:  # a log no reader foresaw: say which, list the others
+            failed += 1
+            print(f"tm: {d.name}: cannot be listed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        try:
+            print(row, flush=True)
+        except BrokenPipeError:  # `tm ls | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     return 1 if failed else 0

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import zlib
 from collections import deque
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -240,13 +242,23 @@ UNSOUND = "fails with the lines after it"
 
 def sound(eng: Any) -> bool:
     """Whether an engine restored from a checkpoint, with the lines after it folded, still
-    gives a snapshot and a chart history that are finite JSON: a state that passed every check
-    of :func:`restore` and is not one a run could reach (counts that disagree) may fail only
-    later; replay then reads the whole log."""
+    gives a snapshot and a chart history that are finite JSON, and a snapshot every text
+    surface reads without an error (the summary line, ``tm ls``'s time, the passport and its
+    Markdown): a state that passed every check of :func:`restore` and is not one a run could
+    reach (counts that disagree, a negative sum of seconds) may fail only later; replay then
+    reads the whole log."""
+    from trainmeter.core import passport, passport_md, summary, units
+
     try:
-        json.dumps(eng.snapshot(), allow_nan=False)
+        snap = eng.snapshot()
+        json.dumps(snap, allow_nan=False)
         series = eng.timeline._series.values()
-        return all(_finite(s.xs) and _finite(s.ys) for s in series)
+        if not all(_finite(s.xs) and _finite(s.ys) for s in series):
+            return False
+        summary.summary_line(snap)
+        units.format_duration(snap.get("elapsed_s"))
+        passport_md.markdown(passport.build(snap))
+        return True
     except Exception:  # any failure of a state no run reaches
         return False
 
@@ -483,10 +495,34 @@ def resume(path: Any, mod: Any) -> tuple[Any, Any, dict[tuple[str, str], int]]:
     return None, None, refused
 
 
+_CRC = re.compile(rb',"crc":(0|[1-9][0-9]{0,9}),"state":')
+KEYS = {"v", "k", "t", "at", "upto", "run", "log", "crc", "state"}
+
+
+def crc_of(line: bytes) -> int:
+    """The CRC-32 (zlib's, ISO 3309) a checkpoint line claims for its state, checked against
+    the state's bytes as they are in the line (the line's end after ``,"state":``, less its
+    closing ``}`` and newline): damage to a checkpoint is found before it is parsed.
+
+    Raises:
+        CheckpointError: no claim, or the bytes do not match it.
+    """
+    m = _CRC.search(line)
+    if m is None or not line.endswith(b"}\n"):
+        raise CheckpointError("no CRC-32 of its state")
+    claim = int(m.group(1))
+    if zlib.crc32(memoryview(line)[m.end() : -2]) != claim:
+        raise CheckpointError("damaged (its state's CRC-32 differs)")
+    return claim
+
+
 def _from_line(path: Any, at: int, line: bytes, first: dict, head: bytes, mod: Any) -> tuple:
     from trainmeter.core import logread
 
+    claim = crc_of(line)
     rec = logread.parse_checkpoint(line)
+    if rec.keys() != KEYS or rec["crc"] != claim:
+        raise CheckpointError("fields other than a checkpoint's")
     if rec["at"] != at:
         raise CheckpointError("not at the byte it was written at")
     if rec["run"] != first.get("id") or rec["upto"] != rec["log"].get("high"):
@@ -512,9 +548,12 @@ def line(eng: Any, t: float, at: int, upto: int, run: str | None) -> bytes:
     """
     position = {"high": upto, "holes": [], "skipped": [], "lines": upto, "records": upto,
                 "numbered": upto > 0, "last_t": eng.last_t}  # fmt: skip
+    state = json.dumps(engine_state(eng, records=upto), separators=(",", ":"), allow_nan=False)
+    body = state.encode()  # ASCII: json.dumps escapes the rest
     rec = {"v": 1, "k": "checkpoint", "t": float(t), "at": at, "upto": upto, "run": run,
-           "log": position, "state": engine_state(eng, records=upto)}  # fmt: skip
-    out = (json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n").encode()
+           "log": position, "crc": zlib.crc32(body)}  # fmt: skip
+    head = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode()
+    out = head[:-1] + b',"state":' + body + b"}\n"  # the state last: crc_of finds its bytes
     if len(out) > MAX_LINE:
         raise CheckpointError("a checkpoint over 64 MiB")
     return out

@@ -188,7 +188,10 @@ def iso_utc(t: float | None) -> str | None:
     (None for None). Source: ISO 8601-1:2019, the ``Z`` designator for UTC."""
     if not finite_number(t):
         return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    except (OverflowError, OSError, ValueError):  # a time beyond what the C library takes
+        return None
 
 
 def _dates(run: dict, elapsed: Any, why: dict[str, str]) -> dict[str, Any]:

@@ -92,14 +92,15 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     # the earlier ones (node: a merged log's, core/drops.py; docs/reliability.md)
     "dropped": {"source": (str,), "counts": (dict,), "pid": _OPT_INT, "rank": _OPT_INT},
     # supervisor: a copy of the engine's state after the line numbered `upto`, written at byte
-    # `at` of the log, with the log reader's position there (`log`) and the run's id (`run`);
-    # unnumbered, and no record: replay may start from it (core/checkpoint.py, docs/spec.md
-    # "Checkpoints")
+    # `at` of the log, with the log reader's position there (`log`), the run's id (`run`) and
+    # the CRC-32 of the state's JSON text as written (`crc`); unnumbered, and no record: replay
+    # may start from it (core/checkpoint.py, docs/spec.md "Checkpoints")
     "checkpoint": {
         "at": (int,),
         "upto": (int,),
         "run": _OPT_STR,
         "log": (dict,),
+        "crc": (int,),
         "state": (dict,),
     },
 }
