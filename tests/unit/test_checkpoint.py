@@ -174,8 +174,9 @@ def _forged(rec) -> bytes:
     knows the format would: what refuses it is then the checks behind the CRC."""
     body = json.dumps(rec["state"], separators=(",", ":")).encode()
     head = {k: v for k, v in rec.items() if k not in ("state", "crc")}
-    head["crc"] = zlib.crc32(body)  # last, before the state, where the supervisor writes it
-    return json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"state":' + body + b"}\n"
+    text = json.dumps(head, separators=(",", ":")).encode()[:-1]
+    crc = zlib.crc32(body, zlib.crc32(text))  # of all but itself (checkpoint.crc_of)
+    return b'%s,"crc":%d,"state":%s}\n' % (text, crc, body)
 
 
 def _rewrite_last(log, tmp_path, change) -> "tuple":
@@ -429,9 +430,10 @@ def test_a_checkpoint_of_values_no_run_reaches_never_makes_replay_raise(log, tmp
 
 
 def test_a_byte_changed_in_a_checkpoint_is_found_by_its_crc_before_it_is_read(log, tmp_path):
-    """A digit of the state changed (a step count 120 -> 920), a field added to the line: the
-    CRC-32 of the state, or the fields, refuse the checkpoint, counted; the run reads as in
-    full. Without the CRC the changed digit would have been believed (a valid state)."""
+    """A digit of the state changed (a step count 120 -> 920), one of the position (`upto`),
+    a field added to the line: the CRC-32, or the fields, refuse the checkpoint, counted; the
+    run reads as in full. Without the CRC the changed digits would have been believed (a
+    valid state; `upto` and the reader's `high` changed together)."""
     data = log.read_bytes()
     start = data.rindex(b"\n", 0, len(data) - 1) + 1
     last = data[start:]
@@ -439,6 +441,10 @@ def test_a_byte_changed_in_a_checkpoint_is_found_by_its_crc_before_it_is_read(lo
     for bad_line, why in (
         (last.replace(b'"step":120', b'"step":920', 1), "CRC-32"),
         (last[:-2] + b',"pad":"' + b"x" * 1000 + b'"}\n', "CRC-32"),
+        (
+            last.replace(b'"upto":720', b'"upto":721', 1).replace(b'"high":720', b'"high":721', 1),
+            "CRC-32",
+        ),
         (_forged({**json.loads(last), "pad": "x"}), "fields other than"),
     ):
         bad = tmp_path / "bad.jsonl"

@@ -500,19 +500,21 @@ KEYS = {"v", "k", "t", "at", "upto", "run", "log", "crc", "state"}
 
 
 def crc_of(line: bytes) -> int:
-    """The CRC-32 (zlib's, ISO 3309) a checkpoint line claims for its state, checked against
-    the state's bytes as they are in the line (the line's end after ``,"state":``, less its
-    closing ``}`` and newline): damage to a checkpoint is found before it is parsed.
+    """The CRC-32 (zlib's, ISO 3309) a checkpoint line claims, checked against the line's own
+    bytes: all of them but the claim itself (what comes before ``,"crc":``, then the state
+    after ``,"state":`` less the closing ``}`` and newline), so damage anywhere in a
+    checkpoint is found before it is parsed.
 
     Raises:
         CheckpointError: no claim, or the bytes do not match it.
     """
     m = _CRC.search(line)
     if m is None or not line.endswith(b"}\n"):
-        raise CheckpointError("no CRC-32 of its state")
+        raise CheckpointError("no CRC-32")
     claim = int(m.group(1))
-    if zlib.crc32(memoryview(line)[m.end() : -2]) != claim:
-        raise CheckpointError("damaged (its state's CRC-32 differs)")
+    view = memoryview(line)
+    if zlib.crc32(view[m.end() : -2], zlib.crc32(view[: m.start()])) != claim:
+        raise CheckpointError("damaged (its CRC-32 differs)")
     return claim
 
 
@@ -551,9 +553,10 @@ def line(eng: Any, t: float, at: int, upto: int, run: str | None) -> bytes:
     state = json.dumps(engine_state(eng, records=upto), separators=(",", ":"), allow_nan=False)
     body = state.encode()  # ASCII: json.dumps escapes the rest
     rec = {"v": 1, "k": "checkpoint", "t": float(t), "at": at, "upto": upto, "run": run,
-           "log": position, "crc": zlib.crc32(body)}  # fmt: skip
-    head = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode()
-    out = head[:-1] + b',"state":' + body + b"}\n"  # the state last: crc_of finds its bytes
+           "log": position}  # fmt: skip
+    head = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode()[:-1]
+    crc = zlib.crc32(body, zlib.crc32(head))  # what crc_of reads: all but the claim
+    out = b'%s,"crc":%d,"state":%s}\n' % (head, crc, body)
     if len(out) > MAX_LINE:
         raise CheckpointError("a checkpoint over 64 MiB")
     return out
