@@ -183,6 +183,7 @@ class _NullLog:
     """Stands in for the run log so a million steps do not write 100 MB to disk."""
 
     lost_lines, holding, pending_lines = 0, False, 0  # store.RunLog's: the disk took it all
+    written = 0  # bytes written: never a checkpoint due
 
     def __init__(self, path):
         self.path = path
