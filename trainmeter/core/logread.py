@@ -170,17 +170,22 @@ class LogReader:
         self.start = 0  # the byte a path is read from (resume)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        if isinstance(self.source, (str, PathLike)):
-            try:
-                with open(self.source, "rb") as f:
-                    f.seek(self.start)
-                    yield from self._read(_bounded_lines(f))
-            except OSError as exc:  # a read error names no file: name the log
-                if exc.filename is not None:
-                    raise
-                raise OSError(exc.errno, exc.strerror or str(exc), str(self.source)) from None
-        else:
-            yield from self._read(_checked_lines(self.source))
+        return self._source(self._read, _bounded_lines)
+
+    def _source(self, fold: Any, of_file: Any) -> Iterator[Any]:
+        """``fold`` of the source's lines: a path's from :attr:`start` on, as ``of_file``
+        gives them from the open file; an iterable's as they come."""
+        if not isinstance(self.source, (str, PathLike)):
+            yield from fold(_checked_lines(self.source))
+            return
+        try:
+            with open(self.source, "rb") as f:
+                f.seek(self.start)
+                yield from fold(of_file(f))
+        except OSError as exc:  # a read error names no file: name the log
+            if exc.filename is not None:
+                raise
+            raise OSError(exc.errno, exc.strerror or str(exc), str(self.source)) from None
 
     def position(self) -> dict[str, Any]:
         """Where reading stands, as JSON (a checkpoint holds it): the largest ``n`` seen
@@ -238,17 +243,7 @@ class LogReader:
         Raises:
             OSError: as iterating does.
         """
-        if not isinstance(self.source, (str, PathLike)):
-            yield from self._batches(_checked_lines(self.source))
-            return
-        try:
-            with open(self.source, "rb") as f:
-                f.seek(self.start)
-                yield from self._batches(_items(f))
-        except OSError as exc:  # a read error names no file: name the log
-            if exc.filename is not None:
-                raise
-            raise OSError(exc.errno, exc.strerror or str(exc), str(self.source)) from None
+        return self._source(self._batches, _items)
 
     def _batches(self, items: Iterable[Any]) -> Iterator[dict[str, Any] | Steps]:
         """:meth:`batches` of lines (bytes, str, None for one over :data:`MAX_LINE`) and runs
