@@ -537,17 +537,17 @@ def _from_line(path: Any, at: int, line: bytes, first: dict, head: bytes, mod: A
     return eng, reader
 
 
-MAX_LINE = 64 << 20  # bytes of a checkpoint line (logread.MAX_CHECKPOINT)
-
-
 def line(eng: Any, t: float, at: int, upto: int, run: str | None) -> bytes:
     """The ``checkpoint`` line a supervisor writes at byte ``at`` of its log after the line
     numbered ``upto`` (every line before it written whole by this supervisor, so the reader's
     position there is that of a log without a flaw).
 
     Raises:
-        CheckpointError: a state :func:`encode` refuses, or a line over :data:`MAX_LINE`.
+        CheckpointError: a state :func:`encode` refuses, or a line over
+            ``logread.MAX_CHECKPOINT``.
     """
+    from trainmeter.core.logread import MAX_CHECKPOINT
+
     position = {"high": upto, "holes": [], "skipped": [], "lines": upto, "records": upto,
                 "numbered": upto > 0, "last_t": eng.last_t}  # fmt: skip
     state = json.dumps(engine_state(eng, records=upto), separators=(",", ":"), allow_nan=False)
@@ -557,6 +557,6 @@ def line(eng: Any, t: float, at: int, upto: int, run: str | None) -> bytes:
     head = json.dumps(rec, separators=(",", ":"), allow_nan=False).encode()[:-1]
     crc = zlib.crc32(body, zlib.crc32(head))  # what crc_of reads: all but the claim
     out = b'%s,"crc":%d,"state":%s}\n' % (head, crc, body)
-    if len(out) > MAX_LINE:
+    if len(out) > MAX_CHECKPOINT:
         raise CheckpointError("a checkpoint over 64 MiB")
     return out
