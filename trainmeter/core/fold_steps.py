@@ -142,7 +142,7 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
     add = rates.append
     start = 0
     for mark in [*sorted(res_r | res_o | res_c), m]:
-        for k in range(start, mark):
+        for k in range(start, min(mark + 1, m)):  # up to the mark, the mark's row included
             dt = dts[k]
             if k + off >= 0:
                 old = comb_dt[k + off]
@@ -160,24 +160,15 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
             add(rt / so if so > 0 else None)
         if mark == m:
             break
-        k, dt = mark, dts[mark]
-        if k + off >= 0:
-            old = comb_dt[k + off]
-            sr -= old
-            so -= old
-            sc -= old
-            rt -= comb_tok[k + off]
-        sr, so, sc, rt = sr + dt, so + dt, sc + dt, rt + toks[k]
-        tr, to, tc = tr + dt, to + dt, tc + dt
-        window = comb_dt[max(0, k + lp + 1 - w) : k + lp + 1]
-        if k in res_r:
+        window = comb_dt[max(0, mark + lp + 1 - w) : mark + lp + 1]
+        if mark in res_r:
             sr = math.fsum(window)
-        if k in res_o:
+        if mark in res_o:  # the rate of the mark's row is of the sum made afresh
             so = math.fsum(window)
-        if k in res_c:
+            rates[-1] = rt / so if so > 0 else None
+        if mark in res_c:
             sc = math.fsum(window)
-        add(rt / so if so > 0 else None)
-        start = k + 1
+        start = mark + 1
     if not counts.tokens:  # no tokens/s while no rank has counted a token (RankCounts.rate)
         first = next((k for k, x in enumerate(toks) if x), m)
         rates[:first] = [None] * first
