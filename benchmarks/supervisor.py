@@ -108,10 +108,13 @@ def one_round(steps: int, flushes: int) -> dict[str, float]:
         log.close()
 
     class Nothing(Timeline):  # keeps no point
-        def append(self, name, x, y):
+        def append(self, name, x, y, scale=None):
             return True
 
-        def extend_rows(self, names, xs, cols):
+        def extend(self, name, xs, ys, scale=None):
+            pass
+
+        def extend_rows(self, names, xs, cols):  # a tree before derived series
             pass
 
     def engine(peak: bool, keep: bool, batches=decoded, ranks: int = 1) -> Engine:

@@ -24,7 +24,8 @@
  *   `Snapshot.series`), at their step;
  * - `tokens_per_s`, at each timed step of the step clock;
  * - `mfu/<convention>` (`mfu/titan`, ...): the snapshot's MFU as it stood at each timed step, for
- *   each convention with FLOPs per token, when there is a peak (the engine's `_chart_mfu`);
+ *   each convention with FLOPs per token, when there is a peak (the engine's `_mfu_scale`:
+ *   each `tokens_per_s` point times its scale, at the same steps);
  * - `gpu<i>/<field>` (`gpu0/sm_active`, ...), fractions, at each sampler reading (x: seconds).
  * @typedef {Map<string, Series>} Timeline
  */

@@ -210,13 +210,24 @@ DAMAGE = {
     "a chart past its cap": lambda r: _series(r, "train_loss").update(
         xs=list(range(5000)), ys=[1.0] * 5000, seqs=list(range(5000))
     ),
+    "a scale index past the table": lambda r: _series(r, "tokens_per_s")["sc"].__setitem__(
+        0, len(_state(r)["timeline"]["a"]["scales"])
+    ),
+    "a scale over zero": lambda r: _state(r)["timeline"]["a"]["scales"][0]["t"].__setitem__(0, 0),
+    "a derived series with points": lambda r: _series(r, "mfu/hf").update(
+        xs=[1], ys=[1.0], seqs=[1], sc=[-1]
+    ),
+    "a scale twice": lambda r: _state(r)["timeline"]["a"]["scales"].append(
+        _state(r)["timeline"]["a"]["scales"][0]
+    ),
+    "a derived series led by none": lambda r: _series(r, "mfu/hf").update(of="nothing"),
     "an unknown class": lambda r: _state(r).update(clock={"o": "os.system", "a": {}}),
     "an attribute too many": lambda r: _clock(r).update(evil=1),
     "another run's": lambda r: r.update(run="20200101-000000-dead"),
     "moved in the file": lambda r: r.update(at=r["at"] - 1),
     "another format": lambda r: r["state"].update(format=99),
     "a bad position": lambda r: r["log"].update(holes=[-1]),
-    "not a state": lambda r: r.update(state={"format": 1, "engine": [1, 2]}),
+    "not a state": lambda r: r.update(state={"format": checkpoint.FORMAT, "engine": [1, 2]}),
 }
 
 
@@ -251,7 +262,7 @@ def test_a_last_checkpoint_cut_short_or_mangled_is_passed_over(log, tmp_path):
 
 
 def test_every_checkpoint_damaged_means_a_full_replay(log, tmp_path):
-    data = log.read_bytes().replace(b'"format":1', b'"format":7')
+    data = log.read_bytes().replace(b'"format":%d' % checkpoint.FORMAT, b'"format":7')
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(data)
     assert _resumed_at(bad)[0] is None

@@ -106,6 +106,24 @@ def test_mfu_over_time_is_the_snapshots_mfu_as_it_stood_at_each_timed_step():
     assert "mfu/megatron" not in eng.timeline.names()  # no ffn: no FLOPs per token, no series
 
 
+def test_a_series_of_the_training_codes_named_like_an_mfu_series_is_said_not_mixed_in():
+    eng = Engine()
+    start = {"id": "r", "name": "n", "argv": [], "version": "0", "opts": {"peak_flops": 1e9}}
+    _feed(eng, ("run_start", 100.0, start), ("agent_hello", 100.5, {"pid": 1, "rank": 0,
+          "world_size": 1}), ("model", 100.6, MODEL),
+          ("series", 100.7, {"name": "mfu/hf", "value": 0.5, "step": 0}))  # fmt: skip
+    for k in range(1, 4):
+        _feed(eng, ("step", 100.0 + k, {"step": k, "rank": 0, "tokens": 40, "seq_sq": 160}))
+    # the training code's point stays its own; trainmeter's two timed steps are not mixed in
+    assert eng.timeline.full()["series"]["mfu/hf"] == [[0], [0.5]]
+    assert eng.timeline.clashed == 2
+    assert (
+        "chart: 2 point(s) not charted: a series of the training code's and one of "
+        "trainmeter's (tokens_per_s, mfu/<c>) share a name" in eng.snapshot()["notes"]
+    )
+    assert len(eng.timeline.full()["series"]["mfu/titan"][0]) == 2  # the others are charted
+
+
 def test_a_known_gpu_before_the_runs_dtype_says_the_dtype_is_missing_not_the_peak():
     eng = _feed(Engine(), ("run_start", 100.0, {"id": "r", "name": "n", "argv": [],
                 "version": "0", "opts": {"device": "H100 SXM"}}))  # fmt: skip

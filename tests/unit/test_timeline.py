@@ -2,6 +2,7 @@
 points. Expected indices below are worked out by hand from the rule in timeline.thin_pass."""
 
 import math
+import random
 
 import pytest
 
@@ -128,3 +129,89 @@ def test_series_past_max_series_are_refused_and_counted():
     assert tl.names() == ["a", "b"]
     assert tl.refused == 3 and tl.refused_names == 2
     assert tl.seq == 2  # refused points take no sequence number
+
+
+# -- derived series: a point's scale (den, names, factors) --------------------------------------
+SC = (4.0, ("d/a", "d/b"), (2.0, 3.0))  # d/a = y * 2 / 4, d/b = y * 3 / 4
+
+
+def test_a_scaled_point_is_also_a_point_of_each_derived_series_at_the_same_x():
+    tl = Timeline(cap=100)
+    tl.append("lead", 1, 8.0)  # no scale: no derived point
+    tl.append("lead", 2, 10.0, SC)
+    tl.extend("lead", [3, 4], [12.0, 0.1], SC)
+    got = tl.full()
+    # by hand: 10 * 2 / 4 = 5, 12 * 2 / 4 = 6, 0.1 * 2 / 4 = 0.05; 10 * 3 / 4 = 7.5, 9, 0.075
+    assert got["series"]["d/a"] == [[2, 3, 4], [5.0, 6.0, 0.1 * 2.0 / 4.0]]
+    assert got["series"]["d/b"] == [[2, 3, 4], [7.5, 9.0, 0.1 * 3.0 / 4.0]]
+    assert got["series"]["lead"] == [[1, 2, 3, 4], [8.0, 10.0, 12.0, 0.1]]
+    assert tl.names() == ["lead", "d/a", "d/b"] and tl.seq == 4  # one sequence number a point
+    assert tl.sizes() == {"lead": 4, "d/a": 3, "d/b": 3} and len(tl) == 10
+    assert tl.since(3)["series"] == {"lead": [[4], [0.1]], "d/a": [[4], [0.05]],
+                                     "d/b": [[4], [0.1 * 3.0 / 4.0]]}  # fmt: skip
+    assert tl.since(1)["series"]["d/a"] == [[2, 3, 4], [5.0, 6.0, 0.05]]
+
+
+def test_derived_series_are_thinned_with_their_leader_and_deltas_still_add_up():
+    rng = random.Random(3)
+    tl = Timeline(cap=16)
+    client: dict = {}
+    seq = -1
+    for x in range(500):
+        scale = rng.choice([SC, (3.0, ("d/a",), (5.0,)), None])  # lengths that vary, gaps
+        tl.append("lead", x, rng.random(), scale)
+        delta = tl.since(seq) if seq >= 0 else tl.full()
+        for name, (xs, ys) in delta["series"].items():
+            have = client.setdefault(name, [[], []])
+            have[0] += xs
+            have[1] += ys
+        seq = delta["seq"]
+    full = tl.full()["series"]
+    lead_x = full["lead"][0]
+    assert len(lead_x) <= 16
+    for name in ("d/a", "d/b"):
+        xs, _ = full[name]
+        assert set(xs) <= set(lead_x)  # the leader's points only: thinned with it
+        assert set(xs) <= set(client[name][0])  # every point kept was sent once
+        assert len(xs) <= 16
+
+
+def test_derived_values_follow_each_points_own_scale_through_passes_and_compaction():
+    rng = random.Random(7)
+    tl = Timeline(cap=8)
+    scale_at, y_at = {}, {}
+    for x in range(3000):  # a new scale nearly every point: the table is compacted many times
+        sc = (float(rng.randint(1, 9)), ("d/a",), (float(rng.randint(0, 500)),))
+        y_at[x], scale_at[x] = rng.random() * 100, sc
+        tl.append("lead", x, y_at[x], sc)
+        assert len(tl.scales) <= 2 * 8 + 64 + 1  # bounded: Timeline._thin compacts it
+    xs, ys = tl.full()["series"]["d/a"]
+    # each derived point is its own x's leader value times its own scale, by the module's rule
+    assert ys == [y_at[x] * scale_at[x][2][0] / scale_at[x][0] for x in xs]
+    assert xs == tl.full()["series"]["lead"][0]
+
+
+def test_a_derived_name_past_the_limit_or_of_another_kind_is_refused_and_counted():
+    tl = Timeline(cap=100, max_series=2)
+    tl.extend("lead", [1, 2, 3], [1.0, 2.0, 3.0], SC)  # room for d/a only
+    assert tl.names() == ["lead", "d/a"]
+    assert (tl.refused, tl.refused_names) == (3, 1)  # d/b's three points, one name
+    tl.append("lead", 4, 4.0, SC)
+    assert tl.refused == 4
+    assert not tl.append("d/a", 5, 1.0)  # a point of its own in a derived series: refused
+    assert tl.clashed == 1
+    tl2 = Timeline(cap=100)
+    tl2.append("d/a", 1, 1.0)  # an own series first
+    tl2.append("lead", 2, 2.0, SC)
+    assert tl2.clashed == 1 and tl2.full()["series"]["d/a"] == [[1], [1.0]]
+    assert tl2.full()["series"]["d/b"] == [[2], [1.5]]
+
+
+def test_a_table_holding_a_scale_twice_still_takes_points():
+    # a checkpoint refuses such a table (checkpoint._scales_ok); the timeline must not loop on it
+    tl = Timeline(cap=100)
+    tl.scales = [SC, SC]
+    tl.append("lead", 1, 8.0, (1.0, ("d/c",), (1.0,)))
+    tl.append("lead", 2, 8.0, SC)
+    assert tl.full()["series"]["d/a"] == [[2], [4.0]]
+    assert tl.full()["series"]["d/c"] == [[1], [8.0]]

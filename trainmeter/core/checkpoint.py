@@ -32,13 +32,16 @@ from trainmeter.core.hardware import MAX_DEVICES, HardwareState
 from trainmeter.core.rank_counts import RankCounts, _Own
 from trainmeter.core.records import SPAN_KINDS
 
-FORMAT = 1  # bump when an attribute keeps its name and changes its meaning
+FORMAT = 2  # bump when an attribute keeps its name and changes its meaning
 MAX_ITEMS = 100_000  # items of any one container
 MAX_TEXT = 100_000  # characters of a string
 MAX_INT = 2**63  # magnitude of an int, below
 _SCALARS = {type(None), bool, int, float, str}
 # attributes that are caches or replay-only: never written, left as a fresh engine has them
-TRANSIENT = {"Engine": {"_handlers", "_options", "_mfu_divisor", "log_read"}}
+TRANSIENT = {
+    "Engine": {"_handlers", "_options", "_mfu_divisor", "log_read"},
+    "Timeline": {"_scale_ix", "_led"},
+}
 
 NUM, INT, STR, BOOL, JSON = "num", "int", "str", "bool", "json"
 SEC = "sec"  # a time or a sum of seconds (or joules): a number below MAX_SEC in magnitude
@@ -72,8 +75,14 @@ SPECS: dict[str, dict[str, Any]] = {
     "_RankClock": {"last_t": ONUM, "recent": ("deque", ("tuple", SEC, INT)), "mean": ONUM},
     "RankCounts": {"own": ("dict", INT, obj("_Own")), "newest_t": ONUM},
     "_Own": {"node": opt(STR), "recent": ("deque", ("tuple", SEC, INT, INT))},
-    "Timeline": {"_series": ("dict", STR, obj("_Series")), "_refused_names": ("set", INT)},
-    "_Series": {"xs": ("list", NUM), "ys": ("list", NUM), "seqs": ("list", INT)},
+    "Timeline": {
+        "_series": ("dict", STR, obj("_Series")), "_refused_names": ("set", INT),
+        "scales": ("list", ("tuple", NUM, ("tuple*", STR), ("tuple*", NUM))),
+    },
+    "_Series": {
+        "xs": ("list", NUM), "ys": ("list", NUM), "seqs": ("list", INT), "sc": ("list", INT),
+        "of": opt(STR),
+    },
     "HardwareState": {
         "backend": opt(STR), "reason": opt(STR), "devices": ("list", JSON),
         "samples": ("dict", INT, JSON), "missing": ("dict", INT, JSON),
@@ -252,8 +261,8 @@ def sound(eng: Any) -> bool:
     try:
         snap = eng.snapshot()
         json.dumps(snap, allow_nan=False)
-        series = eng.timeline._series.values()
-        if not all(_finite(s.xs) and _finite(s.ys) for s in series):
+        series = eng.timeline.full()["series"].values()
+        if not all(_finite(xs) and _finite(ys) for xs, ys in series):
             return False
         summary.summary_line(snap)
         units.format_duration(snap.get("elapsed_s"))
@@ -279,6 +288,8 @@ def _decode(node: Any, spec: Any, where: str) -> Any:
         return None if node is None else _decode(node, spec[1], where)
     if kind == "obj":
         return _object(node, spec[1], where)
+    if kind == "tuple*":  # a tuple of any length, each item as spec[1]
+        return tuple(_decode(v, spec[1], where) for v in _tagged(node, "t", where))
     if kind == "tuple":
         items = _tagged(node, "t", where)
         if len(items) != len(spec) - 1:
@@ -441,7 +452,8 @@ def _bounded(x: Any, name: str, where: str) -> None:
         "Timeline": lambda: (x.cap, x.max_series) == (timeline.DEFAULT_CAP,
                                                       _engine.MAX_SERIES + _engine.OWN_SERIES)
         and len(x._series) <= x.max_series and len(x._refused_names) <= 1000
-        and all(len(s.xs) == len(s.ys) == len(s.seqs) <= x.cap for s in x._series.values()),
+        and all(len(s.xs) == len(s.ys) == len(s.seqs) <= x.cap for s in x._series.values())
+        and _scales_ok(x),
         "RankCounts": lambda: (x.max_ranks, x.window) == (_engine.MAX_RANKS,
                                                           _engine.WINDOW_STEPS)
         and len(x.own) <= x.max_ranks
@@ -454,6 +466,28 @@ def _bounded(x: Any, name: str, where: str) -> None:
     }.get(name)  # fmt: skip
     if fresh_ok is not None and not fresh_ok():
         raise _fail(where, f"a {name} past its bounds")
+
+
+def _scales_ok(tl: Any) -> bool:
+    """A restored timeline's scales and derived series as :class:`timeline.Timeline` keeps
+    them: each scale once, ``(den, names, factors)`` with ``0 < den``, as many factors (``>= 0``)
+    as names, none repeated; each point's index into them in range (or -1), on every point of
+    a series or none; a derived series without points of its own, led by one with."""
+    if len(tl.scales) > 3 * tl.cap + 64 or len(set(tl.scales)) != len(tl.scales):
+        return False  # Timeline._thin keeps it under 2 * cap + 64 + a batch, each scale once
+    for den, names, factors in tl.scales:
+        if not (den > 0 and len(names) == len(factors) == len(set(names))):
+            return False
+        if factors and min(factors) < 0:
+            return False
+    for s in tl._series.values():
+        if s.of is not None:
+            lead = tl._series.get(s.of)
+            if s.xs or s.sc or lead is None or lead.of is not None:
+                return False
+        elif s.sc and (len(s.sc) != len(s.xs) or not -1 <= min(s.sc) <= max(s.sc) < len(tl.scales)):
+            return False
+    return True
 
 
 # -- from a log ---------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ HFU_WHY = {  # why hfu_counted.value is null (Engine._hfu); "yet" only while the
     "never timed": "not measured: the run had no two steps in one segment, so no step was timed",
 }
 # record kinds that never change what MFU divides by (devices, peak): after any other kind,
-# _chart_mfu looks them up again
+# _mfu_scale looks them up again
 _SAME_DIVISOR = frozenset(
     {"step", "series", "span", "step_clock", "tokens_counting", "flops_counted", "note", "dropped"}
 )
@@ -202,7 +202,7 @@ class Engine:
         self.series: dict[str, dict[str, Any]] = {}
         self.notes: deque[str] = deque(maxlen=MAX_NOTES)
         self.timeline = Timeline(timeline_cap, max_series=MAX_SERIES + OWN_SERIES)
-        self._mfu_divisor: tuple[int, peaks.ResolvedPeak | None] | None = None  # _chart_mfu's
+        self._mfu_divisor: tuple[int, peaks.ResolvedPeak | None] | None = None  # _mfu_scale's
         self.active_s = 0.0  # closed segments' duration
         self.segment_t0: float | None = None
         self.last_t: float | None = None
@@ -263,7 +263,7 @@ class Engine:
         if handler is not None:
             handler(rec)
         if rec["k"] not in _SAME_DIVISOR:
-            self._mfu_divisor = None  # devices or peak may have changed (_chart_mfu)
+            self._mfu_divisor = None  # devices or peak may have changed (_mfu_scale)
 
     def apply_steps(self, steps, start: int = 0) -> None:
         """Fold rows ``start`` on of a :class:`~trainmeter.core.records.Steps` batch (one
@@ -411,8 +411,10 @@ class Engine:
             c.push(dt, tokens, seq_sq, sq_tokens, k)  # rank 0's own: its window's lengths
             rate = self.counts.rate(self.world)  # the job's: every rank's own rate
             if rate is not None:
-                self.timeline.append("tokens_per_s", c.step, rate)
-                self._chart_mfu(c.step, rate)
+                scale = self._mfu_scale(rate)
+                self.timeline.append("tokens_per_s", c.step, rate, scale or None)
+                if scale is False:
+                    raise ValueError(f"MFU of tokens/s {rate!r}: an input out of range")
         c.last_t = t
         if self.run["state"] == "idle":
             self.run["state"] = "running"
@@ -603,22 +605,23 @@ class Engine:
         torchrun runs an agent too, alone in its world of 1)."""
         return self.world
 
-    def _chart_mfu(self, step: int, rate: float) -> None:
-        """MFU over time: ``mfu/<c>`` at ``step`` for each convention with FLOPs per token, the
-        snapshot's ``mfu`` as it stands at this step (``_mfu`` of the same rate, FLOPs per token
-        at ``seq_len_recent``, devices and peak); no point without a peak or a model."""
+    def _mfu_scale(self, rate: float) -> tuple | bool | None:
+        """MFU over time: the scale (core/timeline.py) of the tokens/s point ``rate`` that
+        makes it the ``mfu/<c>`` point of each convention with FLOPs per token, the snapshot's
+        ``mfu`` as it stands at this step (``metrics.mfu`` of the same rate, FLOPs per token at
+        ``seq_len_recent``, devices and peak); None without a peak or a model (no point),
+        False where ``metrics.mfu`` would raise (``fold_steps.mfu_scale``)."""
         if self._mfu_divisor is None:  # looked up again only after a record that may change it
             self._mfu_divisor = (self._gpus(), self._peak())
-        gpus, peak = self._mfu_divisor
-        if peak is None or self.shape is None:
-            return
+        if self._mfu_divisor[1] is None or self.shape is None:
+            return None
         c = self.clock
         seq_mean = c.seq_sq / c.seq_tokens if c.seq_tokens else None
         seq_recent = c.recent_sq / c.recent_sq_tokens if c.recent_sq_tokens else seq_mean
-        fpt_now = flops.all_conventions_at(self.shape, seq_recent)
-        for conv, value in (_mfu(rate, fpt_now, gpus, peak) or {}).items():
-            if value is not None:
-                self.timeline.append(f"mfu/{conv}", step, value)
+        scale = fold_steps.mfu_scale(self, seq_recent)
+        if scale is None or not 0 <= rate < math.inf:  # metrics.mfu raises on either
+            return False
+        return scale or None
 
     # -- snapshot out -----------------------------------------------------------------------
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
@@ -1033,6 +1036,10 @@ class Engine:
         if self.timeline.refused_names:
             out.append(f"chart: {self.timeline.refused_names} series past "
                        f"{self.timeline.max_series} not charted")  # fmt: skip
+        if self.timeline.clashed:
+            out.append(f"chart: {self.timeline.clashed} point(s) not charted: a series of the "
+                       "training code's and one of trainmeter's (tokens_per_s, mfu/<c>) share "
+                       "a name")  # fmt: skip
         if self.refused_ranks:
             out.append(f"ranks: {self.refused_ranks} step record(s) of ranks past the first "
                        f"{MAX_RANKS} or outside 0..{MAX_RANK} not counted")  # fmt: skip

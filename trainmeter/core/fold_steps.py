@@ -6,7 +6,7 @@ calls and four sliding windows per step. :func:`fold` folds a batch's rows into 
 state ``Engine.apply`` of each row's record would leave, the same float operations in the same
 order (every running sum is carried row by row; what only the last rows decide, such as a
 window's contents, is taken at the end), and hands the chart its points a list at a time
-(``Timeline.extend_rows``). It takes only the case it can prove equal: one rank that is the
+(``Timeline.extend``). It takes only the case it can prove equal: one rank that is the
 step clock, a world of one, each row timed (later than the one before), counts in range, no
 arrival or merged rows; anything else (and whatever a row would raise on) is left to
 ``Engine.apply``, row by row. Pure standard library.
@@ -15,11 +15,12 @@ arrival or merged rows; anything else (and whatever a row would raise on) is lef
 from __future__ import annotations
 
 import math
-from itertools import accumulate, repeat
-from operator import add, gt, itemgetter, lt, mul, sub, truediv
+from itertools import accumulate, groupby, repeat
+from operator import add, gt, itemgetter, lt, mul, sub
 from typing import Any
 
 from trainmeter.core import flops
+from trainmeter.core.timeline import scaled
 
 MAX_COUNT = 2**53  # as engine.MAX_COUNT (steps, tokens, samples must be below)
 RESUM = 1023  # the windows' float sums are summed afresh each 1024 steps (engine, ranks, ...)
@@ -172,7 +173,7 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
     if not counts.tokens:  # no tokens/s while no rank has counted a token (RankCounts.rate)
         first = next((k for k, x in enumerate(toks) if x), m)
         rates[:first] = [None] * first
-    if math.inf in rates:  # Engine._chart_mfu would raise on that row: let apply() say so
+    if math.inf in rates:  # Engine._mfu_scale would raise on that row: let apply() say so
         return None
     chart = _chart(eng, rates, steps, sqv, sqt, prior=list(c.recent), w=w)
     if chart is None:
@@ -189,70 +190,86 @@ def _zeros(col: list) -> list:
 
 
 def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
-    """``(names, xs, columns)``: the points ``Engine._on_step`` charts at these rows
-    (``tokens_per_s``, then ``mfu/<c>`` by ``Engine._chart_mfu``); None when a row's points
-    are not those of the others or one would raise (then ``Engine.apply`` takes the rows)."""
+    """``(xs, ys, scale)``: the tokens/s points ``Engine._on_step`` charts at these rows and
+    the MFU scale each carries (``Engine._mfu_scale``): one for all (or None: no MFU), or a
+    list a row; None when a row's points are not those of the others or one would raise
+    (then ``Engine.apply`` takes the rows)."""
     all_rows = None not in rates  # the usual case: every row has a tokens/s
     rows = range(len(rates)) if all_rows else [k for k, x in enumerate(rates) if x is not None]
     if not rows:
-        return (), [], []
-    if eng._mfu_divisor is None:  # as _chart_mfu looks it up at its first point
+        return [], [], None
+    if eng._mfu_divisor is None:  # as _mfu_scale looks it up at its first point
         eng._mfu_divisor = (eng._gpus(), eng._peak())
-    gpus, peak = eng._mfu_divisor
     xs = steps if all_rows else [steps[k] for k in rows]
     ys = rates if all_rows else [rates[k] for k in rows]
-    if peak is None or eng.shape is None:
-        return ("tokens_per_s",), xs, [ys]
-    p = peak.flops
-    if not (type(p) in (int, float) and 0 <= p < math.inf):
-        return None  # metrics.mfu raises on it
+    if eng._mfu_divisor[1] is None or eng.shape is None:
+        return xs, ys, None
     seqs = _seq_recent(eng.clock, sqv, sqt, prior, w)
-    by_seq: dict = {}
-    for s in set(seqs) if all_rows else {seqs[k] for k in rows}:
-        got = _mfu_factors(eng, s, p)
-        if got is None:
-            return None
-        by_seq[s] = got
-    kinds = {tuple(name for name, _ in got) for got in by_seq.values()}
-    if len(kinds) != 1:
+    by_seq = {s: mfu_scale(eng, s) for s in (set(seqs) if all_rows else {seqs[k] for k in rows})}
+    if None in by_seq.values():
         return None
-    names = ("tokens_per_s", *kinds.pop())
-    den = max(gpus, 1) * float(p)
-    cols = [ys]
     if len(by_seq) == 1:
-        for _, v in next(iter(by_seq.values())):  # x * v / den of each x, in C
-            cols.append(list(map(truediv, map(mul, ys, repeat(v)), repeat(den))))
-    else:
-        fs = [by_seq[seqs[k]] for k in rows]
-        for q in range(len(names) - 1):
-            cols.append([x * f[q][1] / den for x, f in zip(ys, fs, strict=True)])
-    return names, xs, cols
+        return xs, ys, next(iter(by_seq.values())) or None
+    if len({sc[1] if sc else () for sc in by_seq.values()}) != 1:
+        return None  # rows that chart different conventions: row by row
+    return xs, ys, [by_seq[seqs[k]] or None for k in rows]
 
 
-def _mfu_factors(eng: Any, seq: float | None, p: float) -> list | None:
-    """``[("mfu/<c>", FLOPs per token)]`` at the sequence length ``seq``, the conventions
-    ``Engine._chart_mfu`` charts (none when the peak is 0); None when one would raise there.
-    Kept per engine for its model shape (one length, a few, in a run)."""
+def chart_columns(chart: tuple) -> tuple[tuple, list]:
+    """``(names, columns)`` of the points :func:`_chart` gave (``(xs, ys, scale)``):
+    ``tokens_per_s``, then each ``mfu/<c>`` as the timeline derives it (``y * factor /
+    den``, core/timeline.py ``scaled``)."""
+    _, ys, scale = chart
+    if scale.__class__ is list:
+        scale = scale if any(scale) else None
+    if scale is None:
+        return ("tokens_per_s",), [ys]
+    if scale.__class__ is not list:
+        den, names, factors = scale
+        return ("tokens_per_s", *names), [ys, *(scaled(ys, v, den) for v in factors)]
+    names = scale[0][1]  # every row the same conventions (_chart)
+    cols = [[y * sc[2][p] / sc[0] for y, sc in zip(ys, scale, strict=True)]
+            for p in range(len(names))]  # fmt: skip
+    return ("tokens_per_s", *names), [ys, *cols]
+
+
+def mfu_scale(eng: Any, seq: float | None) -> tuple | None:
+    """The scale (core/timeline.py) of the MFU points ``Engine._mfu_scale`` charts at the
+    sequence length ``seq``, with the devices and peak of ``eng._mfu_divisor``: ``(den,
+    ("mfu/<c>", ...), (FLOPs per token, ...))``, ``den`` the devices times the peak (FLOP/s),
+    so a point's MFU is ``tokens/s * FLOPs per token / den`` as ``metrics.mfu`` computes it;
+    ``()`` when none is charted (a peak of 0, no convention), None when ``metrics.mfu`` would
+    raise. Kept per engine for its model shape (one length, a few, in a run)."""
+    gpus, peak = eng._mfu_divisor
+    p = peak.flops
     cache = eng.__dict__.setdefault("_fold_mfu", {})
-    key = (seq, p)
+    key = (seq, p, gpus)
     if cache.get("shape") is not eng.shape:
         cache.clear()
         cache["shape"] = eng.shape
-    if key not in cache:
-        fpt = flops.all_conventions_at(eng.shape, seq)
-        ok = all(v is None or (type(v) in (int, float) and 0 <= v < math.inf)
-                 for v in fpt.values())  # fmt: skip
-        cache[key] = None if not ok else [] if not p else [
-            (f"mfu/{k}", float(v)) for k, v in fpt.items() if v is not None]  # fmt: skip
-        if len(cache) > 64:  # lengths that vary: keep it small
-            cache.clear()
-            cache["shape"] = eng.shape
-            return None if not ok else _mfu_factors(eng, seq, p)
-    return cache[key]
+    got = cache.get(key, False)
+    if got is not False:
+        return got
+    if len(cache) > 64:  # lengths that vary: keep it small
+        cache.clear()
+        cache["shape"] = eng.shape
+    got = cache[key] = _scale_of(flops.all_conventions_at(eng.shape, seq), gpus, p)
+    return got
+
+
+def _scale_of(fpt: dict, gpus: int, p: Any) -> tuple | None:
+    if not (type(p) in (int, float) and 0 <= p < math.inf):
+        return None  # metrics.mfu raises on it
+    if not all(v is None or (type(v) in (int, float) and 0 <= v < math.inf) for v in fpt.values()):
+        return None
+    got = [(f"mfu/{k}", float(v)) for k, v in fpt.items() if v is not None]
+    if not p or not got:
+        return ()
+    return max(gpus, 1) * float(p), tuple(k for k, _ in got), tuple(v for _, v in got)
 
 
 def _seq_recent(c, sqv: list, sqt: list, prior: list, w: int) -> list:
-    """Each row's ``seq_len_recent`` as ``Engine._chart_mfu`` reads it: the recent window's
+    """Each row's ``seq_len_recent`` as ``Engine._mfu_scale`` reads it: the recent window's
     ``seq_sq`` over its tokens, else the run's mean, else None."""
     comb_sq = list(map(_THIRD, prior)) + sqv
     comb_sqt = list(map(_FOURTH, prior)) + sqt
@@ -283,7 +300,8 @@ def rows_left(eng: Any, got: dict, ts: list, own: Any) -> dict:
     the epoch), ``tokens`` and ``samples`` (the job's, so far), ``timed`` (the step clock's
     timed seconds grew), ``samples_per_s`` (``RankCounts.rate(1, samples=True)`` then: the
     rank's window samples over its window seconds, None before a sample) and ``chart`` (the
-    points charted: ``(names, steps, columns)``), as ``Engine.apply`` of each row leaves them."""
+    points charted: ``(steps, tokens/s, scale)``, :func:`chart_columns` gives their series'
+    columns), as ``Engine.apply`` of each row leaves them."""
     counts, c = eng.counts, eng.clock
     dts, smps = got["dts"], got["smps"]
     comb_dt, off, lp, w = got["window"]
@@ -368,5 +386,12 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     c.last_t = t_end
     if eng.run["state"] == "idle":
         eng.run["state"] = "running"
-    names, xs, cols = got["chart"]
-    eng.timeline.extend_rows(list(names), xs, cols)
+    xs, ys, scale = got["chart"]
+    if scale.__class__ is not list:
+        eng.timeline.extend("tokens_per_s", xs, ys, scale)
+        return
+    a = 0
+    for sc, run in groupby(scale):  # rows of lengths that vary: a run of one scale at a time
+        b = a + sum(1 for _ in run)
+        eng.timeline.extend("tokens_per_s", xs[a:b], ys[a:b], sc)
+        a = b

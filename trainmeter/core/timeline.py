@@ -14,6 +14,14 @@ counted, never kept, so one subscriber update stays bounded whatever the trainin
 Each append gets a global sequence number that stays attached to its point through thinning,
 so a subscriber can ask for "points since seq" and receive a small delta.
 
+A point may carry a *scale* ``(den, names, factors)``: it then also stands for the point
+``y * factors[p] / den`` of each series ``names[p]``, a series *derived* from the one the
+point was appended to (its *leader*). A derived series keeps no points of its own: its points
+are its leader's that carry it, at the same x and sequence number, so a thinning pass of the
+leader thins it too (the engine's ``mfu/<convention>`` series are tokens/s times FLOPs per
+token over the peak: four series charted for the cost of one). The scales are held once each
+in a table, a point holding an index into it.
+
 ``js/state.js`` ``thin()`` implements the same pass on the browser's copy; keep the two equal.
 """
 
@@ -22,12 +30,20 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import groupby, repeat
+from operator import itemgetter, mul, truediv
 
 DEFAULT_CAP = 2000  # points per series: ~1 point per pixel of a wide chart, twice over
 MIN_CAP = 8  # smallest cap for which one pass always shrinks a full series (see Timeline)
 GROUP = 4  # points per min/max bucket: each full bucket keeps 2, so a pass halves the old half
 DEFAULT_MAX_SERIES = 128  # names kept: 64 from training code (engine.MAX_SERIES) + 64 of ours
+
+
+def scaled(ys: list, factor: float, den: float) -> list[float]:
+    """The derived points of ``ys`` under a scale's ``factor`` and ``den``: ``y * factor /
+    den`` each, in that order of operations (``metrics.mfu``'s: tokens/s x FLOPs per token,
+    over devices x peak)."""
+    return list(map(truediv, map(mul, ys, repeat(factor)), repeat(den)))
 
 
 def name_key(name: str) -> int:
@@ -158,6 +174,8 @@ def _thin_series(s: _Series) -> None:
     if keep:  # two or more (each full group keeps 2); none under 8 points
         get = itemgetter(*keep)
         s.xs[:full], s.ys[:full], s.seqs[:full] = get(s.xs), get(s.ys), get(s.seqs)
+        if s.sc:
+            s.sc[:full] = get(s.sc)
 
 
 def thin(xs: list, ys: list, cap: int = DEFAULT_CAP) -> tuple[list, list]:
@@ -176,6 +194,9 @@ class _Series:
     xs: list[float] = field(default_factory=list)
     ys: list[float] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
+    # each point's index into Timeline.scales, -1 for none; empty while no point had a scale
+    sc: list[int] = field(default_factory=list)
+    of: str | None = None  # a derived series: its leader's name (its own lists stay empty)
 
 
 class Timeline:
@@ -184,9 +205,9 @@ class Timeline:
     Args:
         cap: maximum points per series (>= 8: a series of ``cap + 1 >= 9`` points has an older
             half of at least 4, so one pass removes at least 2 points).
-        max_series: maximum distinct names kept; an append to a further name is refused and
-            counted in :attr:`refused` (points) and :attr:`refused_names` (distinct names,
-            counted up to 1000).
+        max_series: maximum distinct names kept, derived series included; an append to a
+            further name is refused and counted in :attr:`refused` (points) and
+            :attr:`refused_names` (distinct names, counted up to 1000).
     Raises:
         ValueError: cap below 8 or max_series below 1.
     """
@@ -200,98 +221,197 @@ class Timeline:
         self.max_series = max_series
         self.seq = 0
         self.refused = 0
+        self.clashed = 0  # points not kept: their name is a series of the other kind
         self._refused_names: set[int] = set()  # name_key()s, at most 1000: memory stays bounded
         self._series: dict[str, _Series] = {}
+        self.scales: list[tuple] = []  # the points' scales, each once: (den, names, factors)
+        self._scale_ix: dict[tuple, int] = {}  # a cache: scale -> its index in scales
+        self._led: set[tuple[str, int]] = (
+            set()
+        )  # a cache: (leader, scale index) whose names all follow it
 
     @property
     def refused_names(self) -> int:
         """Distinct names refused so far (counting stops at 1000)."""
         return len(self._refused_names)
 
-    def append(self, name: str, x: float, y: float) -> bool:
-        """Add one point; thins the older half when the series is over ``cap``.
-
-        Returns False (and keeps nothing) when ``name`` is new and ``max_series`` names are
-        already kept.
-        """
+    def _own(self, name: str, points: int) -> _Series | None:
+        """The series ``name`` keeps its own points in, made if there is room; None (the
+        ``points`` counted) when it is refused or is a derived series."""
         s = self._series.get(name)
         if s is None:
             if len(self._series) >= self.max_series:
-                self.refused += 1
-                if len(self._refused_names) < 1000:
-                    self._refused_names.add(name_key(name))
-                return False
+                self._refuse(name, points)
+                return None
             s = self._series[name] = _Series()
+        elif s.of is not None:
+            self.clashed += points
+            return None
+        return s
+
+    def _refuse(self, name: str, points: int) -> None:
+        self.refused += points
+        if len(self._refused_names) < 1000:
+            self._refused_names.add(name_key(name))
+
+    def _scale(self, leader: str, scale: tuple, points: int) -> int:
+        """``scale``'s index in :attr:`scales` (added when new), its names made series derived
+        from ``leader`` where there is room (``points`` counted for each that is not)."""
+        ix = self._scale_ix.get(scale)
+        if ix is None and len(self._scale_ix) != len(self.scales):  # restored: the cache anew
+            self._scale_ix = {sc: k for k, sc in enumerate(self.scales)}
+            ix = self._scale_ix.get(scale)
+        if ix is None:
+            ix = self._scale_ix[scale] = len(self.scales)
+            self.scales.append(scale)
+        if (leader, ix) in self._led:
+            return ix
+        clear = True
+        for name in scale[1]:
+            s = self._series.get(name)
+            if s is None and len(self._series) < self.max_series:
+                s = self._series[name] = _Series(of=leader)
+            if s is None:
+                self._refuse(name, points)
+            elif s.of != leader:
+                self.clashed += points
+            else:
+                continue
+            clear = False
+        if clear:  # refusals are counted per point: only a scale whose names all follow is cached
+            self._led.add((leader, ix))
+        return ix
+
+    def append(self, name: str, x: float, y: float, scale: tuple | None = None) -> bool:
+        """Add one point; thins the older half when the series is over ``cap``.
+
+        ``scale``: ``(den, names, factors)``, the point also stands for ``y * factors[p] / den``
+        in each derived series ``names[p]`` (module docstring). Returns False (and keeps
+        nothing) when ``name`` is new and ``max_series`` names are already kept, or is a
+        derived series.
+        """
+        s = self._own(name, 1)
+        if s is None:
+            return False
         self.seq += 1
         s.xs.append(x)
         s.ys.append(y)
         s.seqs.append(self.seq)
+        if scale is not None:
+            if not s.sc:
+                s.sc += [-1] * (len(s.xs) - 1)
+            s.sc.append(self._scale(name, scale, 1))
+        elif s.sc:
+            s.sc.append(-1)
         if len(s.xs) > self.cap:
-            _thin_series(s)
+            self._thin(s)
         return True
 
-    def extend_rows(self, names: list[str], xs: list, cols: list[list]) -> None:
-        """:meth:`append` row by row: for each ``k``, ``(xs[k], cols[p][k])`` to ``names[p]``
-        in the order of ``names``; the same points, sequence numbers, thinning and refusals,
-        a list at a time."""
+    def extend(self, name: str, xs: list, ys: list, scale: tuple | None = None) -> None:
+        """:meth:`append` of each ``(xs[k], ys[k], scale)`` in turn: the same points, sequence
+        numbers, thinning and refusals, a list at a time."""
         m = len(xs)
-        if not m:
+        s = self._own(name, m) if m else None
+        if s is None:
             return
-        kept = []
-        for name, col in zip(names, cols, strict=True):
-            s = self._series.get(name)
-            if s is None:
-                if len(self._series) >= self.max_series:
-                    self.refused += m
-                    if len(self._refused_names) < 1000:
-                        self._refused_names.add(name_key(name))
-                    continue
-                s = self._series[name] = _Series()
-            kept.append((s, col))
-        w, base = len(kept), self.seq
-        for p, (s, col) in enumerate(kept):  # row k's point of the p-th kept name: seq below
-            self._extend(s, xs, col, range(base + p + 1, base + w * m + 1, w))
-        self.seq = base + w * m
-
-    def _extend(self, s: _Series, xs: list, ys: list, seqs: range) -> None:
-        """Append the points, thinning whenever the series passes ``cap`` (as :meth:`append`)."""
-        i, m, cap = 0, len(xs), self.cap
+        base = self.seq
+        self.seq += m
+        seqs = range(base + 1, base + m + 1)
+        if scale is not None:
+            if not s.sc:
+                s.sc += [-1] * len(s.xs)
+            sc = [self._scale(name, scale, m)] * m
+        else:
+            sc = [-1] * m if s.sc else None
+        i, cap = 0, self.cap
         if len(s.xs) + m <= cap:  # no pass: the usual case
             s.xs += xs
             s.ys += ys
             s.seqs += seqs
+            if sc:
+                s.sc += sc
             return
         while i < m:
             j = min(m, i + cap + 1 - len(s.xs))  # up to cap + 1 points: one pass then
             s.xs += xs[i:j]
             s.ys += ys[i:j]
             s.seqs += seqs[i:j]
+            if sc:
+                s.sc += sc[i:j]
             i = j
             if len(s.xs) > cap:
-                _thin_series(s)
+                self._thin(s)
+
+    def _thin(self, s: _Series) -> None:
+        """One pass over ``s``; the scale table then drops what no point holds any more, once
+        it has grown past twice the points that could hold one."""
+        _thin_series(s)
+        if s.sc and len(self.scales) > 2 * self.cap + 64:
+            self._compact()
+
+    def _compact(self) -> None:
+        held = sorted({k for s in self._series.values() for k in s.sc} - {-1})
+        new = {old: k for k, old in enumerate(held)}
+        new[-1] = -1
+        for s in self._series.values():
+            if s.sc:
+                s.sc[:] = map(new.__getitem__, s.sc)
+        self.scales = [self.scales[k] for k in held]
+        self._scale_ix = {sc: k for k, sc in enumerate(self.scales)}
+        self._led = {(name, new[k]) for name, k in self._led if k in new}
+
+    def _derived(self, name: str, lead: _Series, lo: int) -> list:
+        """``[xs, ys]``: the derived series ``name``'s points among ``lead``'s from index
+        ``lo`` on: each point whose scale names it, ``y * factor / den`` (the order of
+        operations of ``metrics.mfu``), a run of points with the same scale at a time."""
+        sc, xs, ys = lead.sc, lead.xs, lead.ys
+        out_x: list = []
+        out_y: list = []
+        a = lo
+        for k, run in groupby(sc[lo:]):
+            b = a + sum(1 for _ in run)
+            if k >= 0:
+                den, names, factors = self.scales[k]
+                if name in names:
+                    v = factors[names.index(name)]
+                    out_x += xs[a:b]
+                    out_y += scaled(ys[a:b], v, den)
+            a = b
+        return [out_x, out_y]
+
+    def _from(self, name: str, s: _Series, lo: int) -> list:
+        """``[xs, ys]`` of series ``name`` from its (or, derived, its leader's) point ``lo``."""
+        if s.of is None:
+            return [s.xs[lo:], s.ys[lo:]]
+        return self._derived(name, self._series[s.of], lo)
 
     def full(self) -> dict:
         """``{"seq": n, "series": {name: [[x...], [y...]]}}``: everything kept."""
-        return {"seq": self.seq, "series": {n: [s.xs[:], s.ys[:]] for n, s in self._series.items()}}
+        series = {n: self._from(n, s, 0) for n, s in self._series.items()}
+        return {"seq": self.seq, "series": series}
 
     def since(self, seq: int) -> dict:
         """Points appended after ``seq`` (those still kept), in the same shape as :meth:`full`."""
         out = {}
         for name, s in self._series.items():
-            i = len(s.seqs)
-            while i > 0 and s.seqs[i - 1] > seq:
+            own = s if s.of is None else self._series[s.of]
+            i = len(own.seqs)
+            while i > 0 and own.seqs[i - 1] > seq:
                 i -= 1
-            if i < len(s.seqs):
-                out[name] = [s.xs[i:], s.ys[i:]]
+            if i < len(own.seqs):
+                got = self._from(name, s, i)
+                if got[0]:
+                    out[name] = got
         return {"seq": self.seq, "series": out}
 
     def names(self) -> list[str]:
-        """The series kept, in first-append order."""
+        """The series kept, in first-append order (a derived series: its first point's)."""
         return list(self._series)
 
     def sizes(self) -> dict[str, int]:
         """Points kept per series."""
-        return {n: len(s.xs) for n, s in self._series.items()}
+        return {n: len(self._from(n, s, 0)[0]) if s.of else len(s.xs)
+                for n, s in self._series.items()}  # fmt: skip
 
     def __len__(self) -> int:
-        return sum(len(s.xs) for s in self._series.values())
+        return sum(self.sizes().values())

@@ -28,8 +28,9 @@ def _step_rows(rows: StepRows) -> str:
     per = 3 * len(rows.names)
     fields: list = [None] * (per * len(rows.step))
     t = list(map(repr, rows.t))  # once a row (its points share it): a float's repr is costly
+    step = list(map(str, rows.step))  # and so is an int's str, 0.1 us
     for p, col in enumerate(rows.cols):  # row by row: each point's step, t and value
-        fields[3 * p :: per] = rows.step
+        fields[3 * p :: per] = step
         fields[3 * p + 1 :: per] = t
         fields[3 * p + 2 :: per] = col
     return (line * len(rows.step)) % tuple(fields)

@@ -17,7 +17,7 @@ Series, each point with rank 0's optimizer step and its time:
 - ``samples``: samples fed so far (all ranks), at each of rank 0's steps;
 - ``mfu/<convention>`` for every convention with FLOPs per token, when the run has a peak, at
   each of rank 0's timed steps: the engine's own chart series, the snapshot's MFU as it stood
-  at that step (``Engine._chart_mfu``), which the dashboard draws as MFU over time;
+  at that step (``Engine._mfu_scale``), which the dashboard draws as MFU over time;
 - ``gpu<i>/<field>`` (GPU-Util, SM activity, ...) at each sampler reading: these run on time
   (``axis`` ``"time"``), their step is the step clock's at the reading.
 """
@@ -32,7 +32,7 @@ from typing import Any
 from trainmeter.core import fold_steps
 from trainmeter.core.engine import MAX_COUNT, Engine
 from trainmeter.core.logread import LogReader
-from trainmeter.core.timeline import Timeline
+from trainmeter.core.timeline import Timeline, scaled
 
 STEP, TIME = "step", "time"  # what a series is charted against
 
@@ -66,11 +66,14 @@ class _Tap(Timeline):
         super().__init__()
         self.out = out
 
-    def append(self, name: str, x: float, y: float) -> bool:
+    def append(self, name: str, x: float, y: float, scale: tuple | None = None) -> bool:
         self.out.append((name, y))
+        if scale:  # the points of the series derived from this one (core/timeline.py)
+            den, names, factors = scale
+            self.out += [(n, scaled([y], v, den)[0]) for n, v in zip(names, factors, strict=True)]
         return True
 
-    def extend_rows(self, names: list[str], xs: list, cols: list[list]) -> None:
+    def extend(self, name: str, xs: list, ys: list, scale: tuple | None = None) -> None:
         pass
 
 
@@ -161,7 +164,7 @@ def _step_rows(tap: dict, start: float) -> Iterator[Point | StepRows]:
     when every row gives the same series (the usual case), else each row's points."""
     steps, tokens, samples = tap["steps"], tap["tokens"], tap["samples"]
     sps = [r if ok else None for r, ok in zip(tap["samples_per_s"], tap["timed"], strict=True)]
-    names, _, chart_cols = tap["chart"]
+    names, chart_cols = fold_steps.chart_columns(tap["chart"])
     m = len(steps)
     with_tok = [bool(x) or not y for x, y in zip(tokens, samples, strict=True)]
     with_smp = [bool(y) for y in samples]
