@@ -220,6 +220,12 @@ DAMAGE = {
     "a scale twice": lambda r: _state(r)["timeline"]["a"]["scales"].append(
         _state(r)["timeline"]["a"]["scales"][0]
     ),
+    "a derived series led by one without scales": lambda r: _series(r, "mfu/hf").update(
+        of="train_loss"
+    ),
+    "a derived series no scale names": lambda r: _state(r)["timeline"]["a"]["_series"]["m"].update(
+        {"mfu/nothing": _state(r)["timeline"]["a"]["_series"]["m"]["mfu/hf"]}
+    ),
     "a derived series led by none": lambda r: _series(r, "mfu/hf").update(of="nothing"),
     "an unknown class": lambda r: _state(r).update(clock={"o": "os.system", "a": {}}),
     "an attribute too many": lambda r: _clock(r).update(evil=1),

@@ -111,17 +111,22 @@ def test_a_series_of_the_training_codes_named_like_an_mfu_series_is_said_not_mix
     start = {"id": "r", "name": "n", "argv": [], "version": "0", "opts": {"peak_flops": 1e9}}
     _feed(eng, ("run_start", 100.0, start), ("agent_hello", 100.5, {"pid": 1, "rank": 0,
           "world_size": 1}), ("model", 100.6, MODEL),
-          ("series", 100.7, {"name": "mfu/hf", "value": 0.5, "step": 0}))  # fmt: skip
+          ("series", 100.7, {"name": "mfu/hf", "value": 0.5, "step": 0}),
+          ("series", 100.8, {"name": "tokens_per_s", "value": 7.0, "step": 0}))  # fmt: skip
     for k in range(1, 4):
         _feed(eng, ("step", 100.0 + k, {"step": k, "rank": 0, "tokens": 40, "seq_sq": 160}))
-    # the training code's point stays its own; trainmeter's two timed steps are not mixed in
-    assert eng.timeline.full()["series"]["mfu/hf"] == [[0], [0.5]]
-    assert eng.timeline.clashed == 2
+    _feed(eng, ("series", 104.5, {"name": "gpu0/sm_active", "value": 0.9, "step": 3}))
+    # trainmeter's own points only, whichever came first: steps 2 and 3 are timed (40 tokens/s)
+    got = eng.timeline.full()["series"]
+    assert got["mfu/hf"] == [[2, 3], [40 * 5400 / 1e9] * 2]
+    assert got["tokens_per_s"] == [[2, 3], [40.0, 40.0]] and "gpu0/sm_active" not in got
+    assert eng.timeline.clashed == 3  # the training code's three points, none charted
     assert (
-        "chart: 2 point(s) not charted: a series of the training code's and one of "
-        "trainmeter's (tokens_per_s, mfu/<c>) share a name" in eng.snapshot()["notes"]
+        "chart: 3 point(s) of the training code's series named as trainmeter's own "
+        "(tokens_per_s, mfu/<c>, gpu<i>/...) not charted; the series table and the run log "
+        "have them" in eng.snapshot()["notes"]
     )
-    assert len(eng.timeline.full()["series"]["mfu/titan"][0]) == 2  # the others are charted
+    assert eng.snapshot()["series"]["mfu/hf"]["value"] == 0.5  # still in the series table
 
 
 def test_a_known_gpu_before_the_runs_dtype_says_the_dtype_is_missing_not_the_peak():

@@ -327,3 +327,15 @@ def test_a_series_name_is_quoted_in_the_csv_as_the_writer_quotes_it():
     assert export_csv._step_rows(rows) == (
         'tokens,1,0.5,3\r\n"a,""b""%s",1,0.5,0.1\r\ntokens,2,1.5,4\r\n"a,""b""%s",2,1.5,2\r\n'
     )
+
+
+def test_an_exported_series_named_as_one_of_the_engines_own_is_said_apart(tmp_path):
+    from trainmeter.exports import points
+
+    recs = [records.make("run_start", 100.0, id="r", name="n", argv=[], version="0", opts={}),
+            records.make("series", 101.0, name="mfu/hf", value=0.5, step=1),
+            records.make("series", 102.0, name="loss", value=2.0, step=1)]  # fmt: skip
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"".join(records.encode(r) for r in recs))
+    got = [(p.series, p.value) for p in points.iter_points(path)]
+    assert got == [("mfu/hf (training code)", 0.5), ("loss", 2.0)]

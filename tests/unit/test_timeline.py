@@ -215,3 +215,20 @@ def test_a_table_holding_a_scale_twice_still_takes_points():
     tl.append("lead", 2, 8.0, SC)
     assert tl.full()["series"]["d/a"] == [[2], [4.0]]
     assert tl.full()["series"]["d/c"] == [[1], [8.0]]
+
+
+@pytest.mark.parametrize("fill", [2 * 8 + 64, 2 * 8 + 65])  # at the compaction bound, and past
+def test_a_batch_longer_than_the_room_keeps_its_scale_through_its_own_passes(fill):
+    # a break-test found it: extend() took the scale's index once, and a compaction during
+    # its own thinning passes renumbered the table under it (full() then raised IndexError)
+    tl = Timeline(cap=8)
+    x = 0
+    while len(tl.scales) < fill and x < 10_000:  # the table grows to 2 * cap + 65 at most
+        tl.append("lead", x, 1.0, (1.0, ("d",), (float(x),)))
+        x += 1
+    assert len(tl.scales) == fill
+    tl.extend("lead", list(range(x, x + 40)), [1.0] * 40, (1.0, ("d",), (1000.0,)))
+    xs, ys = tl.full()["series"]["d"]
+    # by hand: a point at x carries the factor x before the batch, 1000 from the batch on
+    assert ys == [1000.0 if v >= x else float(v) for v in xs]
+    assert xs[-1] == x + 39

@@ -472,7 +472,8 @@ def _scales_ok(tl: Any) -> bool:
     """A restored timeline's scales and derived series as :class:`timeline.Timeline` keeps
     them: each scale once, ``(den, names, factors)`` with ``0 < den``, as many factors (``>= 0``)
     as names, none repeated; each point's index into them in range (or -1), on every point of
-    a series or none; a derived series without points of its own, led by one with."""
+    a series or none; a derived series without points of its own, named by a scale, led by a
+    series whose points carry scales."""
     if len(tl.scales) > 3 * tl.cap + 64 or len(set(tl.scales)) != len(tl.scales):
         return False  # Timeline._thin keeps it under 2 * cap + 64 + a batch, each scale once
     for den, names, factors in tl.scales:
@@ -480,10 +481,13 @@ def _scales_ok(tl: Any) -> bool:
             return False
         if factors and min(factors) < 0:
             return False
-    for s in tl._series.values():
+    named = {n for _, names, _ in tl.scales for n in names}
+    for name, s in tl._series.items():
         if s.of is not None:
             lead = tl._series.get(s.of)
-            if s.xs or s.sc or lead is None or lead.of is not None:
+            if s.xs or s.sc or lead is None or lead.of is not None or not lead.sc:
+                return False
+            if name not in named:
                 return False
         elif s.sc and (len(s.sc) != len(s.xs) or not -1 <= min(s.sc) <= max(s.sc) < len(tl.scales)):
             return False

@@ -17,6 +17,7 @@ past a bound is counted in a note, and the run log still has it.
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -58,6 +59,16 @@ STRAGGLER_EVALS = 5  # ...at this many consecutive evaluations (rank 0's steps) 
 SPLIT = ("compute", "data", "checkpoint", "eval", "startup", "other")  # time_split: sum elapsed_s
 MAX_SPAN_S = 1e9  # seconds of one span at most (a bad record cannot overflow the sums)
 _COUNTED_MAX = 1000  # distinct refused names counted exactly; beyond, "1000+"
+_OURS = re.compile(r"tokens_per_s\Z|mfu/|gpu[0-9]+/")  # chart names the engine itself writes
+
+
+def ours(name: str) -> bool:
+    """Whether ``name`` is one the engine charts itself (``tokens_per_s``, ``mfu/<c>``,
+    ``gpu<i>/<field>``): a series of the training code's of that name is kept in the series
+    table but not charted, so a chart never mixes the two (counted: ``Timeline.clashed``)."""
+    return _OURS.match(name) is not None
+
+
 _SHAPE_FIELDS = {f.name for f in fields(flops.ModelShape)}
 _MODEL_FIELDS = (  # the model record's documented fields (docs/spec.md "Run log"), kept first
     *(f.name for f in fields(flops.ModelShape)), "context", "name", "device", "device_name",
@@ -532,7 +543,10 @@ class Engine:
             role = prev.get("role") if prev else catalog.role(name)
         if role in ("train_loss", "val_loss"):
             self.series[name]["role"] = role
-        self.timeline.append(name, step, value)
+        if ours(name):
+            self.timeline.clashed += 1
+        else:
+            self.timeline.append(name, step, value)
 
     def _on_gpu_devices(self, rec: dict) -> None:
         self.hw.on_devices(rec)
@@ -1037,9 +1051,9 @@ class Engine:
             out.append(f"chart: {self.timeline.refused_names} series past "
                        f"{self.timeline.max_series} not charted")  # fmt: skip
         if self.timeline.clashed:
-            out.append(f"chart: {self.timeline.clashed} point(s) not charted: a series of the "
-                       "training code's and one of trainmeter's (tokens_per_s, mfu/<c>) share "
-                       "a name")  # fmt: skip
+            out.append(f"chart: {self.timeline.clashed} point(s) of the training code's "
+                       "series named as trainmeter's own (tokens_per_s, mfu/<c>, gpu<i>/...) not "
+                       "charted; the series table and the run log have them")  # fmt: skip
         if self.refused_ranks:
             out.append(f"ranks: {self.refused_ranks} step record(s) of ranks past the first "
                        f"{MAX_RANKS} or outside 0..{MAX_RANK} not counted")  # fmt: skip

@@ -262,6 +262,8 @@ class Timeline:
             self._scale_ix = {sc: k for k, sc in enumerate(self.scales)}
             ix = self._scale_ix.get(scale)
         if ix is None:
+            if len(self.scales) > 2 * self.cap + 64:  # before a new index is handed out only
+                self._compact()
             ix = self._scale_ix[scale] = len(self.scales)
             self.scales.append(scale)
         if (leader, ix) in self._led:
@@ -304,7 +306,7 @@ class Timeline:
         elif s.sc:
             s.sc.append(-1)
         if len(s.xs) > self.cap:
-            self._thin(s)
+            _thin_series(s)
         return True
 
     def extend(self, name: str, xs: list, ys: list, scale: tuple | None = None) -> None:
@@ -340,16 +342,11 @@ class Timeline:
                 s.sc += sc[i:j]
             i = j
             if len(s.xs) > cap:
-                self._thin(s)
-
-    def _thin(self, s: _Series) -> None:
-        """One pass over ``s``; the scale table then drops what no point holds any more, once
-        it has grown past twice the points that could hold one."""
-        _thin_series(s)
-        if s.sc and len(self.scales) > 2 * self.cap + 64:
-            self._compact()
+                _thin_series(s)
 
     def _compact(self) -> None:
+        """Drop the scales no point holds any more (lengths that vary give one a step), and
+        renumber the points' indices; called only while no index is held elsewhere."""
         held = sorted({k for s in self._series.values() for k in s.sc} - {-1})
         new = {old: k for k, old in enumerate(held)}
         new[-1] = -1

@@ -30,7 +30,7 @@ from os import PathLike
 from typing import Any
 
 from trainmeter.core import fold_steps
-from trainmeter.core.engine import MAX_COUNT, Engine
+from trainmeter.core.engine import MAX_COUNT, Engine, ours
 from trainmeter.core.logread import LogReader
 from trainmeter.core.timeline import Timeline, scaled
 
@@ -211,7 +211,9 @@ def _points(rec: dict, eng: Engine, charted: list, t: float, timed: bool) -> Ite
         # every name (the engine charts the first 64 only), at the engine's step rule
         s = rec.get("step")
         at = s if s is not None and 0 <= s < MAX_COUNT else step
-        yield Point(rec["name"], at, t, now, float(rec["value"]), STEP)
+        name = rec["name"]  # one named as the engine's own chart: said apart from it
+        yield Point(f"{name} (training code)" if ours(name) else name, at, t, now,
+                    float(rec["value"]), STEP)  # fmt: skip
     elif kind == "gpu":
         for name, y in charted:
             yield Point(name, step, t, now, y, TIME)
