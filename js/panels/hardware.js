@@ -35,6 +35,10 @@ import { createBanner, createPanel } from "./panel.js";
 const COLOR = { gpu_util: 1, sm_active: 2, sm_occupancy: 3, tensor_active: 4, dram_active: 5 };
 const CHART_FIELDS = [...LADDER, { field: "dram_active", label: "DRAM activity" }];
 
+/** A number and its unit ("20.0 FLOP/B") joined by a no-break space: a line breaks before
+ * the number or after the unit, never between them. */
+const unbroken = (text) => text.replace(/ /g, "\u00a0");
+
 /** @returns {Panel} */
 export function createHardware() {
   const panel = createPanel("hardware", "hardware");
@@ -216,18 +220,18 @@ function createGpuCard(theme) {
         f.intensity,
         field("intensity"),
         (v) => `${si(v, "FLOP/B")}`,
-        ridge.value !== null ? `· device ridge point ${si(ridge.value, "FLOP/B")}` : `· ridge point: ${ridge.why}`,
+        ridge.value !== null ? `· device ridge point ${unbroken(si(ridge.value, "FLOP/B"))}` : `· ridge point: ${ridge.why}`,
       );
       const used = field("mem_used_bytes");
       const total = field("mem_total_bytes");
       const train = field("train_mem_bytes");
       const memSub = [
-        total.value !== null ? `of ${bytes(total.value)}` : "",
-        train.value !== null ? `· training processes ${bytes(train.value)}` : "",
+        total.value !== null ? `of ${unbroken(bytes(total.value))}` : "",
+        train.value !== null ? `· training processes ${unbroken(bytes(train.value))}` : "",
       ];
       show(f.memory, used, bytes, memSub.filter(Boolean).join(" "));
       const limit = field("power_limit_w");
-      show(f.power, field("power_w"), (v) => si(v, "W"), limit.value !== null ? `of ${si(limit.value, "W")} limit` : "");
+      show(f.power, field("power_w"), (v) => si(v, "W"), limit.value !== null ? `of ${unbroken(si(limit.value, "W"))} limit` : "");
       const sm = field("sm_clock_mhz");
       const mem = field("mem_clock_mhz");
       show(f.clocks, sm, (v) => `SM ${Math.round(v)} MHz`, mem.value !== null ? `· memory ${Math.round(mem.value)} MHz` : "");
