@@ -475,7 +475,7 @@ def _scales_ok(tl: Any) -> bool:
     a series or none; a derived series without points of its own, named by a scale, led by a
     series whose points carry scales."""
     if len(tl.scales) > 3 * tl.cap + 64 or len(set(tl.scales)) != len(tl.scales):
-        return False  # Timeline._thin keeps it under 2 * cap + 64 + a batch, each scale once
+        return False  # Timeline._scale keeps it at 2 * cap + 65 at most, each scale once
     for den, names, factors in tl.scales:
         if not (den > 0 and len(names) == len(factors) == len(set(names))):
             return False

@@ -190,46 +190,46 @@ def _zeros(col: list) -> list:
 
 
 def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
-    """``(xs, ys, scale)``: the tokens/s points ``Engine._on_step`` charts at these rows and
-    the MFU scale each carries (``Engine._mfu_scale``): one for all (or None: no MFU), or a
-    list a row; None when a row's points are not those of the others or one would raise
-    (then ``Engine.apply`` takes the rows)."""
+    """``(xs, ys, runs)``: the tokens/s points ``Engine._on_step`` charts at these rows and
+    the MFU scale they carry (``Engine._mfu_scale``), as ``[(points, scale or None), ...]``
+    runs of one scale in order (one run unless the sequence length varies); None when a
+    row's points are not those of the others or one would raise (then ``Engine.apply`` takes
+    the rows)."""
     all_rows = None not in rates  # the usual case: every row has a tokens/s
     rows = range(len(rates)) if all_rows else [k for k, x in enumerate(rates) if x is not None]
     if not rows:
-        return [], [], None
+        return [], [], []
     if eng._mfu_divisor is None:  # as _mfu_scale looks it up at its first point
         eng._mfu_divisor = (eng._gpus(), eng._peak())
     xs = steps if all_rows else [steps[k] for k in rows]
     ys = rates if all_rows else [rates[k] for k in rows]
     if eng._mfu_divisor[1] is None or eng.shape is None:
-        return xs, ys, None
+        return xs, ys, [(len(ys), None)]
     seqs = _seq_recent(eng.clock, sqv, sqt, prior, w)
     by_seq = {s: mfu_scale(eng, s) for s in (set(seqs) if all_rows else {seqs[k] for k in rows})}
     if None in by_seq.values():
         return None
     if len(by_seq) == 1:
-        return xs, ys, next(iter(by_seq.values())) or None
+        return xs, ys, [(len(ys), next(iter(by_seq.values())) or None)]
     if len({sc[1] if sc else () for sc in by_seq.values()}) != 1:
         return None  # rows that chart different conventions: row by row
-    return xs, ys, [by_seq[seqs[k]] or None for k in rows]
+    runs = groupby(by_seq[seqs[k]] or None for k in rows)
+    return xs, ys, [(sum(1 for _ in run), sc) for sc, run in runs]
 
 
 def chart_columns(chart: tuple) -> tuple[tuple, list]:
-    """``(names, columns)`` of the points :func:`_chart` gave (``(xs, ys, scale)``):
-    ``tokens_per_s``, then each ``mfu/<c>`` as the timeline derives it (``y * factor /
-    den``, core/timeline.py ``scaled``)."""
-    _, ys, scale = chart
-    if scale.__class__ is list:
-        scale = scale if any(scale) else None
-    if scale is None:
-        return ("tokens_per_s",), [ys]
-    if scale.__class__ is not list:
-        den, names, factors = scale
-        return ("tokens_per_s", *names), [ys, *(scaled(ys, v, den) for v in factors)]
-    names = scale[0][1]  # every row the same conventions (_chart)
-    cols = [[y * sc[2][p] / sc[0] for y, sc in zip(ys, scale, strict=True)]
-            for p in range(len(names))]  # fmt: skip
+    """``(names, columns)`` of the points :func:`_chart` gave (``(xs, ys, runs)``):
+    ``tokens_per_s``, then each ``mfu/<c>`` as the timeline derives it (core/timeline.py
+    ``scaled``; every run the same conventions, or none)."""
+    _, ys, runs = chart
+    names = next((sc[1] for _, sc in runs if sc), ())
+    cols: list[list] = [[] for _ in names]
+    a = 0
+    for m, sc in runs:
+        if sc:  # then every run's (_chart)
+            for col, v in zip(cols, sc[2], strict=True):
+                col += scaled(ys[a : a + m], v, sc[0])
+        a += m
     return ("tokens_per_s", *names), [ys, *cols]
 
 
@@ -300,8 +300,8 @@ def rows_left(eng: Any, got: dict, ts: list, own: Any) -> dict:
     the epoch), ``tokens`` and ``samples`` (the job's, so far), ``timed`` (the step clock's
     timed seconds grew), ``samples_per_s`` (``RankCounts.rate(1, samples=True)`` then: the
     rank's window samples over its window seconds, None before a sample) and ``chart`` (the
-    points charted: ``(steps, tokens/s, scale)``, :func:`chart_columns` gives their series'
-    columns), as ``Engine.apply`` of each row leaves them."""
+    points charted: ``(steps, tokens/s, runs of one scale)``, :func:`chart_columns` gives
+    their series' columns), as ``Engine.apply`` of each row leaves them."""
     counts, c = eng.counts, eng.clock
     dts, smps = got["dts"], got["smps"]
     comb_dt, off, lp, w = got["window"]
@@ -386,12 +386,11 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     c.last_t = t_end
     if eng.run["state"] == "idle":
         eng.run["state"] = "running"
-    xs, ys, scale = got["chart"]
-    if scale.__class__ is not list:
-        eng.timeline.extend("tokens_per_s", xs, ys, scale)
+    xs, ys, runs = got["chart"]
+    if len(runs) == 1:  # the usual case: no copy
+        eng.timeline.extend("tokens_per_s", xs, ys, runs[0][1])
         return
     a = 0
-    for sc, run in groupby(scale):  # rows of lengths that vary: a run of one scale at a time
-        b = a + sum(1 for _ in run)
-        eng.timeline.extend("tokens_per_s", xs[a:b], ys[a:b], sc)
-        a = b
+    for m, sc in runs:  # rows of lengths that vary: a run of one scale at a time
+        eng.timeline.extend("tokens_per_s", xs[a : a + m], ys[a : a + m], sc)
+        a += m

@@ -638,7 +638,7 @@ def _chunks(f: IO[bytes]) -> Iterator[bytes | None]:
             yield data[:cut]
         carry = data[cut:]
         if len(carry) > MAX_LINE:  # a line longer than any record, not ended yet
-            yield b"\n" if carry.startswith(CHECKPOINT) else None
+            yield _bounded(carry, MAX_LINE)
             while True:
                 data = f.read(BLOCK)
                 if not data:

@@ -226,9 +226,8 @@ class Timeline:
         self._series: dict[str, _Series] = {}
         self.scales: list[tuple] = []  # the points' scales, each once: (den, names, factors)
         self._scale_ix: dict[tuple, int] = {}  # a cache: scale -> its index in scales
-        self._led: set[tuple[str, int]] = (
-            set()
-        )  # a cache: (leader, scale index) whose names all follow it
+        # a cache: (leader, scale index) whose names all follow that leader
+        self._led: set[tuple[str, int]] = set()
 
     @property
     def refused_names(self) -> int:
