@@ -2,6 +2,8 @@
 raising, and replay says what it skipped."""
 
 import json
+import random
+import re
 
 import pytest
 
@@ -58,6 +60,18 @@ BEYOND = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"1E+309", b"1
 def test_nan_infinity_and_numbers_beyond_a_float_are_refused(token):
     with pytest.raises(RecordError, match="not JSON"):
         logread.parse(b'{"v":1,"k":"series","t":1,"name":"x","value":' + token + b"}")
+
+
+def test_the_overflow_search_finds_what_its_regular_expression_finds():
+    # the rule as a regular expression (the reference), against the three substring searches
+    rule = re.compile(rb"[0-9]{200}|[eE][+-]?[0-9]{3}")
+    rng = random.Random(0)
+    alphabet = b'0123456789eE+-.,{}":a '
+    for _ in range(20_000):
+        text = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        if rng.random() < 0.05:  # runs of digits about 200 long, of mixed digits
+            text += bytes(rng.choice(b"0123456789") for _ in range(rng.randint(195, 205))) + text
+        assert logread._may_overflow(text) == bool(rule.search(text)), text
 
 
 def test_a_long_line_is_skipped_while_read_and_counted(tmp_path):

@@ -89,8 +89,11 @@ def _finite_float(text: str) -> float:
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
 # a line without these can hold no number beyond a float (one needs 309 digits, of its own or
-# of its exponent: a run of 200 digits, or an exponent of 3): read without a call per float
-_MAY_OVERFLOW = re.compile(rb"[0-9]{200}|[eE][+-]?[0-9]{3}")
+# of its exponent: a run of 200 digits, or an exponent of 3): read without a call per float.
+# Looked for in the line with every digit as 0, E as e and - as + (three substring searches):
+# a regular expression for them retries at every digit, 15 us on a sampler's line.
+_AS_ZERO = bytes.maketrans(b"123456789E-", b"000000000e+")
+_RUN = b"0" * 200
 _PLAIN = json.JSONDecoder(parse_constant=_no_constant)
 
 
@@ -108,6 +111,12 @@ def too_deep(line: bytes, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+def _may_overflow(raw: bytes) -> bool:
+    """Whether ``raw`` holds a run of 200 digits or an exponent of 3 digits."""
+    folded = raw.translate(_AS_ZERO)
+    return b"e000" in folded or b"e+000" in folded or _RUN in folded
+
+
 def parse(line: bytes | str) -> dict[str, Any]:
     """One log line as a validated record.
 
@@ -121,7 +130,7 @@ def parse(line: bytes | str) -> dict[str, Any]:
     if too_deep(raw):
         raise RecordError(f"JSON nested deeper than {MAX_DEPTH}")
     try:
-        decoder = _DECODER if _MAY_OVERFLOW.search(raw) else _PLAIN
+        decoder = _DECODER if _may_overflow(raw) else _PLAIN
         rec = decoder.decode(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise RecordError("not UTF-8") from None
