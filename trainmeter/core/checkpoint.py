@@ -39,7 +39,7 @@ MAX_INT = 2**63  # magnitude of an int, below
 _SCALARS = {type(None), bool, int, float, str}
 # attributes that are caches or replay-only: never written, left as a fresh engine has them
 TRANSIENT = {
-    "Engine": {"_handlers", "_options", "_mfu_divisor", "log_read"},
+    "Engine": {"_handlers", "_options", "_mfu_divisor", "_peak_of", "log_read"},
     "Timeline": {"_scale_ix", "_led"},
 }
 

@@ -214,6 +214,7 @@ class Engine:
         self.notes: deque[str] = deque(maxlen=MAX_NOTES)
         self.timeline = Timeline(timeline_cap, max_series=MAX_SERIES + OWN_SERIES)
         self._mfu_divisor: tuple[int, peaks.ResolvedPeak | None] | None = None  # _mfu_scale's
+        self._peak_of: tuple | None = None  # (device, dtype, declared), its peak: _peak's
         self.active_s = 0.0  # closed segments' duration
         self.segment_t0: float | None = None
         self.last_t: float | None = None
@@ -892,7 +893,12 @@ class Engine:
         return min(rank_models.devices(self.rank_models, hosts, self._world()), MAX_RANKS)
 
     def _peak(self) -> peaks.ResolvedPeak | None:
-        return peaks.resolve_peak(self._device(), self._dtype(), self._declared_peak())
+        """``peaks.resolve_peak`` of the run's device, dtype and declared peak, looked up again
+        only when one of them changed (a sampler's reading asks again each second)."""
+        key = (self._device(), self._dtype(), self._declared_peak())
+        if self._peak_of is None or self._peak_of[0] != key:
+            self._peak_of = (key, peaks.resolve_peak(*key))
+        return self._peak_of[1]
 
     def _declared_peak(self) -> float | None:
         """``--peak`` (FLOP/s) when it is a finite number >= 1; a log's 0, 5e-324 or "x" is no
