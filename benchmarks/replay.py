@@ -23,7 +23,9 @@ Each round times, in process CPU (the machine is shared; its load average is pri
   and ``tm passport`` do: from the last checkpoint on;
 - ``tm ls``: ``commands.ls.ls_row`` of the run (its head and last checkpoint);
 - ``full replay``: the same from the first line (``tm replay --full``);
-- ``export csv``: ``exports.csv.export`` of the run (``tm export csv``): every series' points.
+- ``export csv``: ``exports.csv.export`` of the run (``tm export csv``): every series' points,
+  the numbers written by orjson where the ``fast`` extra is installed (exports/numtext.py);
+- ``export, repr``: the same export without it, every number written by ``repr``.
 
 ``--compare DIR`` runs another checkout's ``trainmeter`` (its folder) on the same file in the
 same rounds, one subprocess per tree, the order turned each round; figures are medians.
@@ -44,7 +46,7 @@ from pathlib import Path
 
 T0 = 1.7e9
 STEP_S = 0.01
-PARTS = ("json.loads", "read", "replay", "tm ls", "full replay", "export csv")
+PARTS = ("json.loads", "read", "replay", "tm ls", "full replay", "export csv", "export, repr")
 
 
 def write_log(root: Path, steps: int) -> Path:
@@ -138,10 +140,18 @@ def one_round(folder: Path) -> dict[str, float]:
     except TypeError:  # a tree without checkpoints: its replay is the full one
         replay(log).snapshot()
     got["full replay"] = time.process_time() - t
-    with tempfile.TemporaryDirectory() as tmp:
-        t = time.process_time()
-        export_csv.export(RunData.open(folder), out=str(Path(tmp) / "series.csv"))
-        got["export csv"] = time.process_time() - t
+    for part in ("export csv", "export, repr"):
+        if part == "export, repr":  # without the fast extra: every number by repr
+            try:
+                from trainmeter.exports import numtext
+            except ImportError:  # a tree without it: its export is this one
+                pass
+            else:
+                numtext.orjson = None
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.process_time()
+            export_csv.export(RunData.open(folder), out=str(Path(tmp) / "series.csv"))
+            got[part] = time.process_time() - t
     return got
 
 

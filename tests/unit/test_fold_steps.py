@@ -45,9 +45,9 @@ def _batch(rng, rank, step0, t0, n, *, jitter=False, seq=True, zeros=False, arr=
     return (json.dumps(b, separators=(",", ":")) + "\n").encode()
 
 
-def _lines(seed, ranks=1, **kw):
+def _lines(seed, ranks=1, t0=T0 + 10, **kw):
     rng = random.Random(seed)
-    out, step, t = [], 1, T0 + 10
+    out, step, t = [], 1, t0
     for _ in range(rng.randint(30, 60)):
         n = rng.randint(0, 60)
         for rank in range(ranks):
@@ -127,6 +127,21 @@ def test_the_windows_are_summed_afresh_at_the_same_steps(tmp_path):
     assert many[:3] == one[:3]
     a, b = one[3], many[3]
     assert a.clock.recent_s == b.clock.recent_s
+    assert a.counts.own[0].recent_s == b.counts.own[0].recent_s
+    assert a.ranks.ranks[0].recent_s == b.ranks.ranks[0].recent_s
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_window_sums_that_round_round_as_row_by_row(tmp_path, seed):
+    # Intervals between times of one binade (near 1.7e9: multiples of 2**-22 s) add up exactly
+    # in any order; times rising from near 0 cross many binades, so the windows' sums round
+    # and only the engine's own order (drop the old interval, then add the new) gives its bits.
+    lines = _lines(seed, t0=1e-6 * random.Random(seed).random(), jitter=True)
+    one = _run(tmp_path, "one", lines, batched=False)
+    many = _run(tmp_path, "many", lines, batched=True)
+    assert many[:3] == one[:3]
+    a, b = one[3], many[3]
+    assert a.clock.recent_s == b.clock.recent_s and a.clock.timed_s == b.clock.timed_s
     assert a.counts.own[0].recent_s == b.counts.own[0].recent_s
     assert a.ranks.ranks[0].recent_s == b.ranks.ranks[0].recent_s
 
@@ -290,16 +305,29 @@ def _points_rows(lines):
         charted.clear()
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("peak", [True, False])
-def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(tmp_path, seed, peak):
+@pytest.mark.parametrize("fast", [True, False], ids=["orjson", "repr"])
+def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(
+    tmp_path, monkeypatch, seed, peak, fast
+):
     import csv
     import io
 
     from trainmeter.exports import csv as export_csv
-    from trainmeter.exports import points
+    from trainmeter.exports import numtext, points
 
-    kw = [{}, {"jitter": True}, {"zeros": True, "jitter": True}, {"notok": True}][seed]
+    assert numtext.fast()  # the test extra installs orjson: both ways are tested here
+    if not fast:
+        monkeypatch.setattr(numtext, "orjson", None)
+
+    kw = [
+        {},
+        {"jitter": True},
+        {"zeros": True, "jitter": True},
+        {"notok": True},
+        {"jitter": True, "t0": 3e-7},
+    ][seed]  # the last: window sums that round (above)
     lines = _lines(seed, **kw)
     log = _run(tmp_path, "x", lines, batched=True, peak=peak, segments={4})[2]
     damaged = _damaged(log, seed) if seed % 2 else log.splitlines(keepends=True)
@@ -313,7 +341,7 @@ def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(tmp_path
         if isinstance(item, points.Point):
             w.writerow((item.series, item.step, repr(item.t), repr(item.value)))
         else:
-            got.write(export_csv._step_rows(item))
+            got.write(export_csv._step_rows(item).decode())
     ref.writerows((p.series, p.step, repr(p.t), repr(p.value)) for p in want)
     assert got.getvalue() == plain.getvalue()
     assert any(isinstance(x, points.StepRows) for x in points.iter_rows(path))
@@ -325,7 +353,7 @@ def test_a_series_name_is_quoted_in_the_csv_as_the_writer_quotes_it():
 
     rows = StepRows(("tokens", 'a,"b"%s'), [1, 2], [0.5, 1.5], [10.5, 11.5], [[3, 4], [0.1, 2]])
     assert export_csv._step_rows(rows) == (
-        'tokens,1,0.5,3\r\n"a,""b""%s",1,0.5,0.1\r\ntokens,2,1.5,4\r\n"a,""b""%s",2,1.5,2\r\n'
+        b'tokens,1,0.5,3\r\n"a,""b""%s",1,0.5,0.1\r\ntokens,2,1.5,4\r\n"a,""b""%s",2,1.5,2\r\n'
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from itertools import accumulate, groupby, repeat
-from operator import add, gt, itemgetter, lt, mul, sub
+from operator import add, gt, itemgetter, lt, mul, sub, truediv
 from typing import Any
 
 from trainmeter.core import flops
@@ -141,6 +141,8 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
     rt = own.recent_tokens
     rates: list = []
     add = rates.append
+    sos: list = []  # the rank's own window seconds after each row (samples/s: rows_left)
+    keep = sos.append
     start = 0
     for mark in [*sorted(res_r | res_o | res_c), m]:
         for k in range(start, min(mark + 1, m)):  # up to the mark, the mark's row included
@@ -159,13 +161,14 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
             to += dt
             tc += dt
             add(rt / so if so > 0 else None)
+            keep(so)
         if mark == m:
             break
         window = comb_dt[max(0, mark + lp + 1 - w) : mark + lp + 1]
         if mark in res_r:
             sr = math.fsum(window)
         if mark in res_o:  # the rate of the mark's row is of the sum made afresh
-            so = math.fsum(window)
+            so = sos[-1] = math.fsum(window)
             rates[-1] = rt / so if so > 0 else None
         if mark in res_c:
             sc = math.fsum(window)
@@ -179,7 +182,7 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
     if chart is None:
         return None
     return {"steps": steps, "toks": toks, "smps": smps, "sqv": sqv, "sqt": sqt, "dts": dts,
-            "window": (comb_dt, off, lp, w), "res_o": res_o, "rates": rates,
+            "off": off, "sos": sos, "rates": rates,
             "sr": sr, "so": so, "sc": sc, "tr": tr, "to": to, "tc": tc, "rt": rt,
             "chart": chart}  # fmt: skip
 
@@ -303,27 +306,31 @@ def rows_left(eng: Any, got: dict, ts: list, own: Any) -> dict:
     points charted: ``(steps, tokens/s, runs of one scale)``, :func:`chart_columns` gives
     their series' columns), as ``Engine.apply`` of each row leaves them."""
     counts, c = eng.counts, eng.clock
-    dts, smps = got["dts"], got["smps"]
-    comb_dt, off, lp, w = got["window"]
+    dts, smps, sos = got["dts"], got["smps"], got["sos"]
     tcs = list(accumulate(dts, add, initial=c.timed_s))  # as the fold carries them
     samples = list(accumulate(smps, add, initial=counts.samples))[1:]
-    prior = [x[2] for x in own.recent]  # the window's samples before the rows
-    comb_smp = prior + smps
-    so, rs, rates = own.recent_s, own.recent_samples, []
-    for k, dt in enumerate(dts):  # the window as RankCounts.add slides it, row by row
-        if k + off >= 0:
-            so -= comb_dt[k + off]
-            rs -= comb_smp[k + off]
-        so += dt
-        rs += smps[k]
-        if k in got["res_o"]:
-            so = math.fsum(comb_dt[max(0, k + lp + 1 - w) : k + lp + 1])
-        rates.append(rs / so if so > 0 and samples[k] else None)
+    # the window's samples as RankCounts.add slides them (ints: exact in any order): row k
+    # adds its own and drops comb[k + off], nothing while the window fills
+    comb, off, m = list(map(_THIRD, own.recent)) + smps, got["off"], len(smps)
+    drop = comb[max(off, 0) : max(off + m, 0)]
+    rss = list(accumulate(map(sub, smps, [0] * (m - len(drop)) + drop), add,
+                          initial=own.recent_samples))[1:]  # fmt: skip
+    if samples[0] and min(sos) > 0 and max(sos) < math.inf:  # the usual case (so no NaN)
+        rates: list = list(map(truediv, rss, sos))
+    else:
+        rates = [x / y if y > 0 and n else None for x, y, n in zip(rss, sos, samples, strict=True)]
     return {"steps": got["steps"], "t": ts,
             "tokens": list(accumulate(got["toks"], add, initial=counts.tokens))[1:],
             "samples": samples, "timed": list(map(gt, tcs[1:], tcs[:-1])),
             "samples_per_s": rates, "chart": got["chart"],
-            "charted": [x is not None for x in got["rates"]]}  # fmt: skip
+            "charted": _charted(got["rates"])}  # fmt: skip
+
+
+def _charted(rates: list) -> list[bool]:
+    """Whether each row charted a tokens/s point (had a rate)."""
+    if None not in rates:  # the usual case
+        return [True] * len(rates)
+    return [x is not None for x in rates]
 
 
 def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:

@@ -14,42 +14,74 @@ import io
 from pathlib import Path
 
 from trainmeter.core import passport as core_passport
+from trainmeter.exports import numtext
 from trainmeter.exports.points import Point, StepRows
 from trainmeter.exports.run import RunData
 
 HEADER = ("series", "step", "t", "value")
 
 
-def _step_rows(rows: StepRows) -> str:
+def _step_rows(rows: StepRows) -> bytes:
     """The CSV rows of a :class:`StepRows`, the bytes ``csv.writer`` writes for each point
-    (``str`` of a number is its ``repr``; a name quoted as the writer quotes it), formatted
-    with one ``%`` operation."""
-    line = "".join(_quoted(name).replace("%", "%%") + ",%s,%s,%s\r\n" for name in rows.names)
-    per = 3 * len(rows.names)
-    fields: list = [None] * (per * len(rows.step))
-    t = list(map(repr, rows.t))  # once a row (its points share it): a float's repr is costly
-    step = list(map(str, rows.step))  # and so is an int's str, 0.1 us
-    for p, col in enumerate(rows.cols):  # row by row: each point's step, t and value
-        fields[3 * p :: per] = step
-        fields[3 * p + 1 :: per] = t
-        fields[3 * p + 2 :: per] = col
-    return (line * len(rows.step)) % tuple(fields)
+    (a name quoted as the writer quotes it, ``str`` of a step, ``repr`` of a time and of a
+    value), the numbers written a batch at a time (:mod:`trainmeter.exports.numtext`): each
+    line is three pieces, its series' name, its row's ``step,t`` and its own value."""
+    m, per = len(rows.step), 3 * len(rows.names)
+    if not (m and per):
+        return b""
+    pieces: list[bytes] = [b""] * (per * m)
+    st = _step_t(rows.step, rows.t)
+    for p, (name, values) in enumerate(zip(rows.names, _values(rows.cols), strict=True)):
+        pieces[3 * p :: per] = [_quoted(name)] * m
+        pieces[3 * p + 1 :: per] = st
+        pieces[3 * p + 2 :: per] = values
+    return b"".join(pieces)
 
 
-def _quoted(name: str) -> str:
-    """``name`` as ``csv.writer`` writes a field (quoted only where it must be); kept for
-    the names a run charts at every step (a few), looked up again for each batch."""
+def _step_t(steps: list, ts: list) -> list[bytes]:
+    """``b"<step>,<t>"`` of each row."""
+    got = numtext.json_text(list(zip(steps, ts, strict=True)))
+    if got is not None:
+        return got[2:-2].split(b"],[")
+    return [f"{s},{t!r}".encode() for s, t in zip(steps, ts, strict=True)]
+
+
+def _values(cols: list[list]) -> list[list[bytes]]:
+    """``b",<value>\r\n"`` of each row, for each column: all columns' numbers in one call
+    where their text is Python's, else a column at a time."""
+    got = numtext.json_text(cols)
+    if got is None:
+        return [_column(col) for col in cols]
+    return [_lines(text) for text in got[2:-2].split(b"],[")]
+
+
+def _column(col: list) -> list[bytes]:
+    got = numtext.json_text(col)
+    if got is None:
+        return [f",{y!r}\r\n".encode() for y in col]
+    return _lines(got[1:-1])
+
+
+def _lines(text: bytes) -> list[bytes]:
+    """``b"1,2.5"`` as ``[b",1\r\n", b",2.5\r\n"]``."""
+    return (b"," + text.replace(b",", b"\r\n,") + b"\r\n").splitlines(keepends=True)
+
+
+def _quoted(name: str) -> bytes:
+    """``name`` and the comma after it as ``csv.writer`` writes a field (quoted only where
+    it must be); kept for the names a run charts at every step (a few), looked up again for
+    each batch."""
     got = _QUOTED.get(name)
     if got is None:
         out = io.StringIO()
         csv.writer(out, lineterminator="").writerow((name, 0))
-        got = out.getvalue()[:-2]
+        got = out.getvalue()[:-1].encode()
         if len(_QUOTED) < 256:
             _QUOTED[name] = got
     return got
 
 
-_QUOTED: dict[str, str] = {}
+_QUOTED: dict[str, bytes] = {}
 
 
 def export(run: RunData, out: str | None = None, with_passport: bool = False) -> str:
@@ -58,14 +90,18 @@ def export(run: RunData, out: str | None = None, with_passport: bool = False) ->
     Raises: OSError when the file cannot be written or the log read.
     """
     path = Path(out) if out else run.folder / "series.csv"
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
+    with open(path, "wb") as f:
+        # the writer's text goes straight to f (write_through), so it keeps its place
+        # between the runs of steps written to f as bytes
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="", write_through=True)
+        w = csv.writer(text)
         w.writerow(HEADER)
         for item in run.rows():
             if item.__class__ is Point:
                 w.writerow((item.series, item.step, repr(item.t), repr(item.value)))
             else:  # a run of steps: their rows formatted at once, as the writer writes them
                 f.write(_step_rows(item))
+        text.detach()  # f closes once, below
     if with_passport:
         config, summary = core_passport.flat(run.passport)
         side = path.with_name(f"{path.stem}-passport.csv")

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
+from operator import sub
 from os import PathLike
 from typing import Any
 
@@ -162,41 +164,42 @@ def _record(eng: Engine, rec: dict, charted: list, start: float | None) -> Any:
 def _step_rows(tap: dict, start: float) -> Iterator[Point | StepRows]:
     """The points of rank 0's folded rows (``fold_steps.rows_left``): one :class:`StepRows`
     when every row gives the same series (the usual case), else each row's points."""
-    steps, tokens, samples = tap["steps"], tap["tokens"], tap["samples"]
-    sps = [r if ok else None for r, ok in zip(tap["samples_per_s"], tap["timed"], strict=True)]
+    steps, tokens, samples, charted = tap["steps"], tap["tokens"], tap["samples"], tap["charted"]
+    sps = tap["samples_per_s"]
+    if not all(tap["timed"]):
+        sps = [r if ok else None for r, ok in zip(sps, tap["timed"], strict=True)]
     names, chart_cols = fold_steps.chart_columns(tap["chart"])
     m = len(steps)
-    with_tok = [bool(x) or not y for x, y in zip(tokens, samples, strict=True)]
-    with_smp = [bool(y) for y in samples]
-    charted = tap["charted"]
-    flags = (with_tok, charted, with_smp, [x is not None for x in sps])
-    if all(flag.count(flag[0]) == m for flag in flags):  # every row gives the same series
+    # tokens and samples are counts so far, never falling: the rows all have some, or none,
+    # when the first and the last agree
+    if (bool(tokens[0]) == bool(tokens[-1]) and bool(samples[0]) == bool(samples[-1])
+            and charted.count(charted[0]) == m and sps.count(None) in (0, m)):  # fmt: skip
         names_out: list[str] = []
         cols: list[list] = []
-        if with_tok[0]:
+        if tokens[0] or not samples[0]:  # a run fed no token ids has no tokens to chart
             names_out.append("tokens")
             cols.append(tokens)
         if charted[0]:
             names_out += names
             cols += chart_cols
-        if with_smp[0]:
+        if samples[0]:
             names_out.append("samples")
             cols.append(samples)
         if sps[0] is not None:
             names_out.append("samples_per_s")
             cols.append(sps)
         ts = tap["t"]
-        yield StepRows(tuple(names_out), steps, [x - start for x in ts], ts, cols)
+        yield StepRows(tuple(names_out), steps, list(map(sub, ts, repeat(start))), ts, cols)
         return
     pos = [k for k in range(m) if charted[k]]  # the chart's columns hold the charted rows
     at = dict(zip(pos, range(len(pos)), strict=True))
     for k in range(m):
         row = []
-        if with_tok[k]:
+        if tokens[k] or not samples[k]:
             row.append(("tokens", tokens[k]))
         if charted[k]:
             row += [(name, col[at[k]]) for name, col in zip(names, chart_cols, strict=True)]
-        if with_smp[k]:
+        if samples[k]:
             row.append(("samples", samples[k]))
         if sps[k] is not None:
             row.append(("samples_per_s", sps[k]))
