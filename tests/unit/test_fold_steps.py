@@ -316,6 +316,7 @@ def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(
 
     from trainmeter.exports import csv as export_csv
     from trainmeter.exports import numtext, points
+    from trainmeter.exports.run import RunData
 
     assert numtext.fast()  # the test extra installs orjson: both ways are tested here
     if not fast:
@@ -345,6 +346,10 @@ def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(
     ref.writerows((p.series, p.step, repr(p.t), repr(p.value)) for p in want)
     assert got.getvalue() == plain.getvalue()
     assert any(isinstance(x, points.StepRows) for x in points.iter_rows(path))
+    # the whole file: the writer's rows of single points and the batches' bytes in log order
+    out = tmp_path / "series.csv"
+    export_csv.export(RunData(tmp_path, {}), out=str(out))
+    assert out.read_bytes() == b"series,step,t,value\r\n" + plain.getvalue().encode()
 
 
 def test_a_series_name_is_quoted_in_the_csv_as_the_writer_quotes_it():
