@@ -372,3 +372,19 @@ def test_an_exported_series_named_as_one_of_the_engines_own_is_said_apart(tmp_pa
     path.write_bytes(b"".join(records.encode(r) for r in recs))
     got = [(p.series, p.value) for p in points.iter_points(path)]
     assert got == [("mfu/hf (training code)", 0.5), ("loss", 2.0)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_timed_rows_are_those_whose_interval_grows_the_sum(seed):
+    from trainmeter.core.fold_steps import _timed
+
+    rng = random.Random(seed)
+    for _ in range(2000):
+        start = rng.choice([0.0, 1.0, 1e6, 3.7e9, 1e15, rng.random() * 10 ** rng.randint(-3, 16)])
+        dts = [rng.choice([1e-12, 1e-9, 5e-324, 0.01, rng.random()])
+               for _ in range(rng.randint(1, 9))]  # fmt: skip
+        want, s = [], start
+        for dt in dts:  # the step clock, row by row: timed when its seconds grew
+            want.append(s + dt > s)
+            s += dt
+        assert _timed(start, dts) == want, (start, dts)

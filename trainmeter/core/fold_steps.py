@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from itertools import accumulate, groupby, repeat
-from operator import add, gt, itemgetter, lt, mul, sub, truediv
+from operator import gt, itemgetter, lt, mul, sub, truediv
 from typing import Any
 
 from trainmeter.core import flops
@@ -307,23 +307,32 @@ def rows_left(eng: Any, got: dict, ts: list, own: Any) -> dict:
     their series' columns), as ``Engine.apply`` of each row leaves them."""
     counts, c = eng.counts, eng.clock
     dts, smps, sos = got["dts"], got["smps"], got["sos"]
-    tcs = list(accumulate(dts, add, initial=c.timed_s))  # as the fold carries them
-    samples = list(accumulate(smps, add, initial=counts.samples))[1:]
+    samples = list(accumulate(smps, initial=counts.samples))[1:]
     # the window's samples as RankCounts.add slides them (ints: exact in any order): row k
     # adds its own and drops comb[k + off], nothing while the window fills
     comb, off, m = list(map(_THIRD, own.recent)) + smps, got["off"], len(smps)
     drop = comb[max(off, 0) : max(off + m, 0)]
-    rss = list(accumulate(map(sub, smps, [0] * (m - len(drop)) + drop), add,
+    rss = list(accumulate(map(sub, smps, [0] * (m - len(drop)) + drop),
                           initial=own.recent_samples))[1:]  # fmt: skip
     if samples[0] and min(sos) > 0 and max(sos) < math.inf:  # the usual case (so no NaN)
         rates: list = list(map(truediv, rss, sos))
     else:
         rates = [x / y if y > 0 and n else None for x, y, n in zip(rss, sos, samples, strict=True)]
     return {"steps": got["steps"], "t": ts,
-            "tokens": list(accumulate(got["toks"], add, initial=counts.tokens))[1:],
-            "samples": samples, "timed": list(map(gt, tcs[1:], tcs[:-1])),
+            "tokens": list(accumulate(got["toks"], initial=counts.tokens))[1:],
+            "samples": samples, "timed": _timed(c.timed_s, dts),
             "samples_per_s": rates, "chart": got["chart"],
             "charted": _charted(got["rates"])}  # fmt: skip
+
+
+def _timed(timed_s: float, dts: list) -> list[bool]:
+    """Whether each row grew the step clock's timed seconds (``timed_s += dt``, as the fold
+    carries it): every row does when the shortest interval is at least one unit in the last
+    place of any sum it is added to (then ``s + dt >= s + ulp(s) > s``), else row by row."""
+    if min(dts) >= math.ulp(2 * (timed_s + sum(dts))):  # twice: a bound on each rounded sum
+        return [True] * len(dts)
+    tcs = list(accumulate(dts, initial=timed_s))
+    return list(map(gt, tcs[1:], tcs[:-1]))
 
 
 def _charted(rates: list) -> list[bool]:
