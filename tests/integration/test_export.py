@@ -82,6 +82,79 @@ def test_csv_with_the_passport_names_each_figure_by_convention(tmp_path, capsys)
     assert "hfu_counted_avg" not in figures  # no counted step in this log: unknown, left out
 
 
+def _csv_rows(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_node_run_without_rank_0_exports_its_own_steps(tmp_path, capsys):
+    # one node's run of a two-node job (docs/multinode.md): ranks 2 and 3 of 4; the step
+    # clock is rank 2, the lowest that stepped, as the engine's
+    n = 30
+    recs = []
+    for kind, dt, fields in known_run(steps=tuple(float(i) for i in range(1, n + 1)), end=n + 1.0):
+        if kind == "agent_hello":
+            recs += [(kind, dt, {**fields, "rank": r, "world_size": 4}) for r in (2, 3)]
+        elif kind == "step":
+            recs += [(kind, dt + 0.01 * r, {**fields, "rank": r}) for r in (2, 3)]
+        elif kind == "model":
+            recs.append((kind, dt, {**fields, "rank": 2}))
+        else:
+            recs.append((kind, dt, fields))
+    folder = write_run(tmp_path, recs)
+    out = tmp_path / "series.csv"
+    rc, _, err = tm(capsys, "export", "csv", "--dir", str(folder.parents[1]), "--out", str(out))
+    assert rc == 0, err
+    s = _by_series(_csv_rows(out))
+    assert [int(r["step"]) for r in s["tokens"]] == list(range(1, n + 1))  # rank 2's steps
+    # by hand: at rank 2's last step, rank 2 has fed 30 x 1000 tokens and rank 3 29 x 1000;
+    # the two ranks not heard here (another node's) count as the mean heard rank: x 4 / 2
+    assert float(s["tokens"][-1]["value"]) == (30 + 29) * 1000 * 4 / 2
+    assert len(s["tokens_per_s"]) == n - 1 and len(s["samples_per_s"]) == n - 1
+
+
+def test_a_training_code_series_named_as_an_export_series_is_said_apart(tmp_path, capsys):
+    recs = known_run()
+    recs += [("series", t, {"name": "tokens", "value": 7.0, "step": 1}) for t in (1.5, 2.5)]
+    folder = write_run(tmp_path, recs)
+    out = tmp_path / "series.csv"
+    assert tm(capsys, "export", "csv", "--dir", str(folder.parents[1]), "--out", str(out))[0] == 0
+    s = _by_series(_csv_rows(out))
+    assert [float(r["value"]) for r in s["tokens"]] == [1000.0, 2000.0, 3000.0, 4000.0]
+    assert [float(r["value"]) for r in s["tokens (training code)"]] == [7.0, 7.0]
+
+
+def test_skipped_lines_are_said_and_a_name_utf8_cannot_hold_is_escaped(tmp_path, capsys):
+    recs = [*known_run(), ("series", 3.5, {"name": "loss\udcff", "value": 0.5, "step": 3})]
+    folder = write_run(tmp_path, recs)
+    with open(folder / "run.jsonl", "ab") as f:  # a damaged line, as a full disk leaves one
+        f.write(b'{"v":1,"k":"series","t":1700000003.6,"name":"train_loss","value":NaN}\n')
+    out = tmp_path / "series.csv"
+    rc, _, err = tm(capsys, "export", "csv", "--dir", str(folder.parents[1]), "--out", str(out))
+    assert rc == 0
+    assert "tm: export skipped 1 line(s) (1 series: not JSON)" in err
+    s = _by_series(_csv_rows(out))
+    assert [float(r["value"]) for r in s["loss\\udcff"]] == [0.5]  # the escape, as text
+
+
+def test_a_failed_export_leaves_the_earlier_file_and_no_part(tmp_path, capsys, monkeypatch):
+    from trainmeter.exports.run import RunData
+
+    root = _run(tmp_path, 4)
+    out = tmp_path / "series.csv"
+    out.write_text("an earlier export\n")
+
+    def rows(self):
+        yield from list(RunData.points(self))[:3]
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RunData, "rows", rows)
+    rc, _, err = tm(capsys, "export", "csv", "--dir", root, "--out", str(out))
+    assert rc == 1 and "No space left on device" in err
+    assert out.read_text() == "an earlier export\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["series.csv"]
+
+
 def test_mlflow_run_reads_back_with_mlflow_client(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3: opt in to a file store
     from mlflow.tracking import MlflowClient

@@ -198,7 +198,7 @@ def test_the_unrolled_thinning_keeps_what_the_point_by_point_rule_keeps(seed):
 
 def _replay_rows(lines):
     """Replay as it was: every record of the reader, one by one."""
-    from trainmeter.core.engine import _log_read
+    from trainmeter.core.engine import read_summary
     from trainmeter.core.logread import LogReader
 
     eng, reader = Engine(), LogReader(lines)
@@ -207,7 +207,7 @@ def _replay_rows(lines):
             eng.apply(rec)
         except Exception as exc:
             reader.count(rec["k"], f"apply failed: {type(exc).__name__}")
-    eng.log_read = _log_read(reader)
+    eng.log_read = read_summary(reader)
     if eng.log_read is not None:
         eng.note(eng.log_read["text"])
     if eng.run["state"] in ("running", "idle") and eng.last_t is not None:

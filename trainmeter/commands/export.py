@@ -61,12 +61,15 @@ def main(argv: list[str]) -> int:
         return 1
     try:
         module = importlib.import_module(f"trainmeter.exports.{args.target}")
-        where = module.export(RunData.open(folder), out=args.out, **options)
+        run = RunData.open(folder)
+        where = module.export(run, out=args.out, **options)
     except MissingPackage as exc:
         print(f"tm: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # a tracker's own errors (MlflowException, wandb.Error, OSError)
         print(f"tm: export {args.target}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if run.read:  # lines the reader could not take: their points are not in the export
+        print(f"tm: {run.read['text']}", file=sys.stderr)
     print(f"tm: exported {folder.name} to {where}", file=sys.stderr)
     return 0

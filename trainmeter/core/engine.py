@@ -1256,7 +1256,7 @@ def _fold(eng: Engine, reader, now: float | None) -> None:
             eng.apply(rec)
         except Exception as exc:  # a validated record never should: count it, go on
             reader.count(rec["k"], f"apply failed: {type(exc).__name__}")
-    eng.log_read = _log_read(reader)
+    eng.log_read = read_summary(reader)
     if eng.log_read is not None:
         eng.note(eng.log_read["text"])
     unclosed = eng.run["state"] in ("running", "idle") and eng.last_t is not None
@@ -1264,8 +1264,10 @@ def _fold(eng: Engine, reader, now: float | None) -> None:
         eng.end_unclosed()
 
 
-def _log_read(reader) -> dict[str, Any] | None:
-    """The snapshot's ``log``: ``{"skipped", "by", "cut", "text"}``; None when every line read."""
+def read_summary(reader, verb: str = "replay") -> dict[str, Any] | None:
+    """The snapshot's ``log``: ``{"skipped", "by", "cut", "text"}`` of a
+    :class:`~trainmeter.core.logread.LogReader` that has read its log (``text``: "<verb>
+    skipped N line(s) (why)"); None when every line read."""
     total = reader.total_skipped()
     if not total:
         return None
@@ -1274,4 +1276,4 @@ def _log_read(reader) -> dict[str, Any] | None:
     if len(by) > 3:
         why += f", {len(by) - 3} more"
     return {"skipped": total, "by": dict(list(by.items())[:32]), "cut": reader.cut,
-            "text": f"replay skipped {total:,} line(s) ({why})"}  # fmt: skip
+            "text": f"{verb} skipped {total:,} line(s) ({why})"}  # fmt: skip

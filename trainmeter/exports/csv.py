@@ -1,17 +1,24 @@
 """``tm export csv``: every series in one long-format CSV (``series, step, t, value``).
 
 One row per point (:mod:`trainmeter.exports.points`): ``series`` its name (FLOPs and MFU
-series carry their convention: ``mfu/hf``), ``step`` rank 0's optimizer step, ``t`` seconds
-since the run started, ``value`` in the series' unit. Written with Python's :mod:`csv` module
-(RFC 4180 quoting, so any series name reads back). ``--passport`` adds ``<stem>-passport.csv``
-with the passport's figures as ``name, value`` rows (:func:`trainmeter.core.passport.flat`).
+series carry their convention: ``mfu/hf``), ``step`` the step clock's optimizer step, ``t``
+seconds since the run started, ``value`` in the series' unit. The bytes Python's :mod:`csv`
+module writes (RFC 4180 quoting, so any series name reads back; a name's lone surrogate, which
+UTF-8 cannot hold, as its ``\\udcff`` escape). ``--passport`` adds ``<stem>-passport.csv`` with
+the passport's figures as ``name, value`` rows (:func:`trainmeter.core.passport.flat`). Each
+file is written beside its place and renamed into it once whole: a failure leaves no partial
+file and an earlier export as it was.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from trainmeter.core import passport as core_passport
 from trainmeter.exports import numtext
@@ -19,6 +26,7 @@ from trainmeter.exports.points import Point, StepRows
 from trainmeter.exports.run import RunData
 
 HEADER = ("series", "step", "t", "value")
+ERRORS = "backslashreplace"  # a lone surrogate in a name: its escape, never a failed export
 
 
 def _step_rows(rows: StepRows) -> bytes:
@@ -75,7 +83,7 @@ def _quoted(name: str) -> bytes:
     if got is None:
         out = io.StringIO()
         csv.writer(out, lineterminator="").writerow((name, 0))
-        got = out.getvalue()[:-1].encode()
+        got = out.getvalue()[:-1].encode("utf-8", ERRORS)
         if len(_QUOTED) < 256:
             _QUOTED[name] = got
     return got
@@ -90,10 +98,11 @@ def export(run: RunData, out: str | None = None, with_passport: bool = False) ->
     Raises: OSError when the file cannot be written or the log read.
     """
     path = Path(out) if out else run.folder / "series.csv"
-    with open(path, "wb") as f:
+    with _whole(path) as f:
         # the writer's text goes straight to f (write_through), so it keeps its place
         # between the runs of steps written to f as bytes
-        text = io.TextIOWrapper(f, encoding="utf-8", newline="", write_through=True)
+        text = io.TextIOWrapper(f, encoding="utf-8", errors=ERRORS, newline="",
+                                write_through=True)  # fmt: skip
         w = csv.writer(text)
         w.writerow(HEADER)
         for item in run.rows():
@@ -101,13 +110,28 @@ def export(run: RunData, out: str | None = None, with_passport: bool = False) ->
                 w.writerow((item.series, item.step, repr(item.t), repr(item.value)))
             else:  # a run of steps: their rows formatted at once, as the writer writes them
                 f.write(_step_rows(item))
-        text.detach()  # f closes once, below
+        text.detach()  # f is closed once, by _whole
     if with_passport:
         config, summary = core_passport.flat(run.passport)
         side = path.with_name(f"{path.stem}-passport.csv")
-        with open(side, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
+        with _whole(side) as f:
+            text = io.TextIOWrapper(f, encoding="utf-8", errors=ERRORS, newline="")
+            w = csv.writer(text)
             w.writerow(("name", "value"))
             w.writerows({**config, **summary}.items())
+            text.detach()
         return f"{path} and {side}"
     return str(path)
+
+
+@contextmanager
+def _whole(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for bytes as a new file beside it, renamed into its place when the
+    block ends without an error, removed when it raises."""
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with open(part, "wb") as f:
+            yield f
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)

@@ -5,18 +5,20 @@ older half); the run log keeps every one. This module replays ``run.jsonl`` thro
 :class:`~trainmeter.core.engine.Engine` the live view used, taking each point the engine
 would chart as it is made, and keeps none of them: memory stays constant however long the run.
 
-Series, each point with rank 0's optimizer step and its time:
+Series, each point with the step clock's optimizer step and its time. The step clock is rank
+0's steps, or in a node's own run without rank 0 (docs/multinode.md) its lowest rank's, as the
+engine's (``Engine._clock_rank``); "the clock's steps" below:
 
 - what the training loop reported (``series`` records: ``train_loss``, ...), every name, at
   its own step (the step clock's when the record had none, as the engine does);
-- ``tokens_per_s`` (tokens over the last 20 timed steps), at each of rank 0's timed steps;
-- ``tokens``: tokens fed so far (all ranks), at each of rank 0's steps (none in a run whose
+- ``tokens_per_s`` (tokens over the last 20 timed steps), at each of the clock's timed steps;
+- ``tokens``: tokens fed so far (all ranks), at each of the clock's steps (none in a run whose
   inputs are not token ids: it has no tokens, not 0 of them);
 - ``samples_per_s`` (every rank's own samples over its last 20 timed steps, summed: the
-  snapshot's ``samples_per_s`` as it stood), at each of rank 0's timed steps, for any model;
-- ``samples``: samples fed so far (all ranks), at each of rank 0's steps;
+  snapshot's ``samples_per_s`` as it stood), at each of the clock's timed steps, for any model;
+- ``samples``: samples fed so far (all ranks), at each of the clock's steps;
 - ``mfu/<convention>`` for every convention with FLOPs per token, when the run has a peak, at
-  each of rank 0's timed steps: the engine's own chart series, the snapshot's MFU as it stood
+  each of the clock's timed steps: the engine's own chart series, the snapshot's MFU as it stood
   at that step (``Engine._mfu_scale``), which the dashboard draws as MFU over time;
 - ``gpu<i>/<field>`` (GPU-Util, SM activity, ...) at each sampler reading: these run on time
   (``axis`` ``"time"``), their step is the step clock's at the reading.
@@ -32,11 +34,12 @@ from os import PathLike
 from typing import Any
 
 from trainmeter.core import fold_steps
-from trainmeter.core.engine import MAX_COUNT, Engine, ours
+from trainmeter.core.engine import MAX_COUNT, Engine, ours, read_summary
 from trainmeter.core.logread import LogReader
 from trainmeter.core.timeline import Timeline, scaled
 
 STEP, TIME = "step", "time"  # what a series is charted against
+OWN = frozenset({"tokens", "samples", "samples_per_s"})  # series of the export's own, not charted
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +48,7 @@ class Point:
 
     Attributes:
         series: its name (``train_loss``, ``tokens_per_s``, ``mfu/hf``, ``gpu0/sm_active``).
-        step: rank 0's optimizer step (steps).
+        step: the step clock's optimizer step (steps).
         t: seconds since the run started (s).
         time: when it was recorded, seconds since the Unix epoch (s).
         value: the value, in the series' own unit.
@@ -81,13 +84,14 @@ class _Tap(Timeline):
 
 @dataclass(frozen=True, slots=True)
 class StepRows:
-    """Consecutive steps of rank 0 that each give the same series' points, as columns: row
-    ``k``'s points are ``Point(names[p], step[k], t[k], time[k], cols[p][k], "step")`` for
-    each ``p`` in order (what :func:`iter_points` yields for them, a batch at a time).
+    """Consecutive steps of the step clock's rank that each give the same series' points, as
+    columns: row ``k``'s points are ``Point(names[p], step[k], t[k], time[k], cols[p][k],
+    "step")`` for each ``p`` in order (what :func:`iter_points` yields for them, a batch at a
+    time).
 
     Attributes:
         names: the series, in the order of each row's points.
-        step: rank 0's optimizer step of each row (steps).
+        step: the step clock's optimizer step of each row (steps).
         t: seconds since the run started (s); ``time``: seconds since the Unix epoch (s).
         cols: each series' values, one a row.
     """
@@ -107,22 +111,28 @@ class StepRows:
 
 
 def iter_points(
-    lines: Iterable[bytes | str] | str | PathLike, passport: dict[str, Any] | None = None
+    lines: Iterable[bytes | str] | str | PathLike,
+    passport: dict[str, Any] | None = None,
+    read: dict | None = None,
 ) -> Iterator[Point]:
     """The run's points in log order (malformed lines skipped, as replay skips them).
 
     Args:
         lines: the run log: its path, or its lines.
         passport: the run's passport; not read (every series, MFU's too, is the engine's).
+        read: filled, once the log is read, with what the reader skipped (``engine.read_summary``
+            ``{"skipped", "by", "cut", "text"}``); left empty when it skipped nothing.
     """
-    for item in iter_rows(lines):
+    for item in iter_rows(lines, read):
         if item.__class__ is Point:
             yield item
         else:
             yield from item.points()
 
 
-def iter_rows(lines: Iterable[bytes | str] | str | PathLike) -> Iterator[Point | StepRows]:
+def iter_rows(
+    lines: Iterable[bytes | str] | str | PathLike, read: dict | None = None
+) -> Iterator[Point | StepRows]:
     """:func:`iter_points`, with the points of a run of steps folded at once (the log's
     consecutive step lines, ``Engine.apply_steps``'s common case) as :class:`StepRows`
     where every row gives the same series."""
@@ -130,29 +140,37 @@ def iter_rows(lines: Iterable[bytes | str] | str | PathLike) -> Iterator[Point |
     eng = Engine()
     eng.timeline = _Tap(charted)  # the engine's own chart points come out here
     start = None
-    for rec in LogReader(lines).batches():  # bad lines skipped, as replay skips them
+    reader = LogReader(lines)
+    for rec in reader.batches():  # bad lines skipped, as replay skips them
         if rec.__class__ is dict:
-            start = yield from _record(eng, rec, charted, start)
+            start = yield from _record(eng, rec, charted, start, reader)
             continue
         i = 0
         while i < len(rec):
             tap: dict = {}
             j = fold_steps.fold(eng, rec, i, tap)
             if j == i:  # a row the engine takes as its record
-                start = yield from _record(eng, rec.row(i), charted, start)
+                start = yield from _record(eng, rec.row(i), charted, start, reader)
                 i += 1
                 continue
             if start is None:
                 start = eng.run.get("started", rec.t[i])
-            if rec.rank == 0:
-                yield from _step_rows(tap, start)
+            yield from _step_rows(tap, start)  # the clock's rows: fold takes no other
             i = j
+    if read is not None:
+        read.update(read_summary(reader, "export") or {})
 
 
-def _record(eng: Engine, rec: dict, charted: list, start: float | None) -> Any:
-    """Apply one record and yield its points; returns the run's start (s)."""
+def _record(eng: Engine, rec: dict, charted: list, start: float | None, reader: Any) -> Any:
+    """Apply one record and yield its points; returns the run's start (s). A record the
+    engine raises on is counted in ``reader`` and gives no point, as replay counts it."""
     timed_s = eng.clock.timed_s
-    eng.apply(rec)
+    try:
+        eng.apply(rec)
+    except Exception as exc:  # a validated record never should (core/engine.py _fold)
+        reader.count(rec["k"], f"apply failed: {type(exc).__name__}")
+        charted.clear()
+        return start
     if start is None:
         start = eng.run.get("started", rec["t"])
     timed = eng.clock.timed_s > timed_s  # a timed step of the step clock
@@ -162,7 +180,7 @@ def _record(eng: Engine, rec: dict, charted: list, start: float | None) -> Any:
 
 
 def _step_rows(tap: dict, start: float) -> Iterator[Point | StepRows]:
-    """The points of rank 0's folded rows (``fold_steps.rows_left``): one :class:`StepRows`
+    """The points of the clock's folded rows (``fold_steps.rows_left``): one :class:`StepRows`
     when every row gives the same series (the usual case), else each row's points."""
     steps, tokens, samples, charted = tap["steps"], tap["tokens"], tap["samples"], tap["charted"]
     sps = tap["samples_per_s"]
@@ -214,13 +232,13 @@ def _points(rec: dict, eng: Engine, charted: list, t: float, timed: bool) -> Ite
         # every name (the engine charts the first 64 only), at the engine's step rule
         s = rec.get("step")
         at = s if s is not None and 0 <= s < MAX_COUNT else step
-        name = rec["name"]  # one named as the engine's own chart: said apart from it
-        yield Point(f"{name} (training code)" if ours(name) else name, at, t, now,
-                    float(rec["value"]), STEP)  # fmt: skip
+        name = rec["name"]  # one named as a series of ours: said apart from it
+        yield Point(f"{name} (training code)" if ours(name) or name in OWN else name, at, t,
+                    now, float(rec["value"]), STEP)  # fmt: skip
     elif kind == "gpu":
         for name, y in charted:
             yield Point(name, step, t, now, y, TIME)
-    elif kind == "step" and rec["rank"] == 0:
+    elif kind == "step" and rec["rank"] == eng.clock_rank:
         c = eng.clock
         if c.tokens or not c.samples:  # a run fed no token ids has no tokens to chart
             yield Point("tokens", step, t, now, c.tokens, STEP)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,13 @@ class RunData:
     Attributes:
         folder: the run folder.
         passport: its ``passport.json``, or the passport rebuilt from the log.
+        read: once :meth:`points` or :meth:`rows` has read the whole log, what its reader
+            skipped (``engine.read_summary``: ``text`` says it); empty when nothing was.
     """
 
     folder: Path
     passport: dict[str, Any]
+    read: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def open(cls, folder: Path) -> RunData:
@@ -42,7 +45,7 @@ class RunData:
 
         Raises: OSError when the log cannot be read.
         """
-        yield from iter_points(self.log, self.passport)
+        yield from iter_points(self.log, self.passport, self.read)
 
     def rows(self) -> Iterator[Point | StepRows]:
         """:meth:`points`, a run of steps at a time where they give the same series
@@ -50,4 +53,4 @@ class RunData:
 
         Raises: OSError when the log cannot be read.
         """
-        yield from iter_rows(self.log)
+        yield from iter_rows(self.log, self.read)
