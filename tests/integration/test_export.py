@@ -9,6 +9,7 @@ declared 1 GFLOP/s, so by hand tokens/s = 1000 at every timed step and MFU[hf] =
 
 import csv
 import json
+import math
 import subprocess
 import sys
 
@@ -153,6 +154,48 @@ def test_a_failed_export_leaves_the_earlier_file_and_no_part(tmp_path, capsys, m
     assert rc == 1 and "No space left on device" in err
     assert out.read_text() == "an earlier export\n"
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["series.csv"]
+
+
+def _strict(text):
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize(("dt", "params"), [(5e-324, 2112), (1e-300, 2**62)])
+def test_rates_too_large_to_be_finite_are_no_figures_and_nothing_raises(
+    tmp_path, capsys, dt, params
+):
+    # steps 5e-324 s apart: tokens/s is 16 / 5e-324, infinite; 1e-300 s apart: tokens/s is
+    # finite (1.6e301) but MFU (x 6 x 2**62 FLOPs per token) is not. Times a log may hold.
+    head = [{"k": "run_start", "t": 0.0, "id": "tiny", "name": "tiny", "argv": [],
+             "version": "0.1.0", "opts": {"peak_flops": 1e9}},
+            {"k": "model", "t": 0.0, "rank": 0, "name": "M", "params": params,
+             "embedding_params": 1024, "token_embedding_params": 1024, "width": 16,
+             "vocab": 64, "seq_len": 8}]  # fmt: skip
+    steps = [{"k": "step", "t": dt * i, "step": i, "rank": 0, "tokens": 16, "samples": 2}
+             for i in range(1, 4)]  # fmt: skip
+    folder = tmp_path / ".trainmeter" / "runs" / "tiny"
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"v": 1, **r, "n": n}) for n, r in enumerate(head + steps, 1)]
+    (folder / "run.jsonl").write_text("\n".join(lines) + "\n")
+    root = str(tmp_path / ".trainmeter")
+    rc, out, err = tm(capsys, "replay", "tiny", "--json", "--dir", root)
+    assert rc == 0, err
+    snap = _strict(out)  # no Infinity: an overflowed figure is null
+    assert all(v is None for v in (snap["mfu"] or {}).values())
+    assert tm(capsys, "passport", "tiny", "--dir", root)[0] == 0
+    assert tm(capsys, "ls", "--dir", root)[0] == 0
+    out_csv = tmp_path / "series.csv"
+    rc, _, err = tm(capsys, "export", "csv", "tiny", "--dir", root, "--out", str(out_csv))
+    assert rc == 0, err
+    values = [float(r["value"]) for r in _csv_rows(out_csv)]
+    assert values and all(math.isfinite(v) for v in values)
+    from trainmeter.supervisor import passport_files
+
+    passport_files.write(folder, replay(folder / "run.jsonl").snapshot())  # as at a run's end
+    assert _strict((folder / "passport.json").read_text())["run"]["id"] == "tiny"
 
 
 def test_mlflow_run_reads_back_with_mlflow_client(tmp_path, capsys, monkeypatch):

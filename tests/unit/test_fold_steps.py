@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from trainmeter.core import records
+from trainmeter.core import fold_steps, records
 from trainmeter.core.engine import Engine, StepsFailed
 from trainmeter.supervisor.live import Live
 
@@ -146,8 +146,9 @@ def test_window_sums_that_round_round_as_row_by_row(tmp_path, seed):
     assert a.ranks.ranks[0].recent_s == b.ranks.ranks[0].recent_s
 
 
-def test_a_row_that_raises_is_counted_and_not_written_as_one_by_one(tmp_path):
-    # 5e-324 s between two steps: tokens/s is infinite, and MFU's check raises on that row
+def test_a_rate_too_large_to_be_finite_is_none_batched_as_one_by_one(tmp_path):
+    # 5e-324 s between two steps: tokens/s is infinite, so no rate (RankCounts.rate); the
+    # fold hands those rows to Engine.apply, which says the same and raises nothing
     tiny = {"v": 1, "k": "steps", "rank": 0, "t": [0.0, 5e-324, 1e-323, 1.0, 2.0],
             "step": [1, 2, 3, 4, 5], "tokens": [64] * 5, "samples": [1] * 5,
             "seq_sq": [64 * 64] * 5}  # fmt: skip
@@ -155,7 +156,27 @@ def test_a_row_that_raises_is_counted_and_not_written_as_one_by_one(tmp_path):
     one = _run(tmp_path, "one", lines, batched=False)
     many = _run(tmp_path, "many", lines, batched=True)
     assert many[:3] == one[:3]
+    assert one[0]["dropped"] is None and one[0]["step"] == 5
+
+
+def test_a_row_that_raises_is_counted_and_not_written_as_one_by_one(tmp_path, monkeypatch):
+    # no validated step record raises in the engine; one made to (step 3) shows that a
+    # batch's raising row is counted and left out of the log as the rows one by one are
+    on_step = Engine._on_step
+
+    def raising(self, rec, *args, **kw):
+        if rec["step"] == 3:
+            raise ValueError("made to raise")
+        return on_step(self, rec, *args, **kw)
+
+    monkeypatch.setattr(Engine, "_on_step", raising)
+    monkeypatch.setattr(fold_steps, "fold", lambda eng, b, i, tap=None: i)  # row by row
+    lines = [_batch(random.Random(8), 0, 1, T0 + 10, 6)]
+    one = _run(tmp_path, "one", lines, batched=False)
+    many = _run(tmp_path, "many", lines, batched=True)
+    assert many[:3] == one[:3]
     assert "apply failed: ValueError" in json.dumps(one[0]["dropped"])
+    assert b'"step":3,' not in many[2] and b'"step":4,' in many[2]
 
 
 def test_apply_steps_names_the_row_that_raised():

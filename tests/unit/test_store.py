@@ -56,6 +56,14 @@ def test_find_run_takes_the_newest_an_id_prefix_or_a_folder(tmp_path):
     assert store.find_run(str(base / "20260101-000000-aaaa"), tmp_path).name.endswith("aaaa")
 
 
+def test_find_run_takes_a_run_named_exactly_before_the_newest_it_begins(tmp_path):
+    base = store.runs_dir(tmp_path)
+    for rid in ("exp", "exp2", "exp3"):  # hand-named folders: "exp" begins all three
+        store.RunLog(base / rid).append(_step(1))
+    assert store.find_run("exp", tmp_path).name == "exp"
+    assert store.find_run("exp2", tmp_path).name == "exp2"
+
+
 def test_find_run_without_runs_says_where_it_looked(tmp_path):
     with pytest.raises(FileNotFoundError, match="no runs under"):
         store.find_run(None, tmp_path)

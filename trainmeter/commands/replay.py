@@ -9,11 +9,11 @@ Exit status: 0; 1 when the run is not found or its log cannot be read; 2 for a u
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
 from trainmeter.commands.args import Parser, os_error, run_arguments
+from trainmeter.core import strict_json
 
 
 def main(argv: list[str]) -> int:
@@ -40,5 +40,5 @@ def main(argv: list[str]) -> int:
         print(f"tm: {os_error(exc)}", file=sys.stderr)
         return 1
     snap["run"]["log"] = str(log)
-    print(json.dumps(snap, indent=2, sort_keys=True) if args.json else summary_line(snap))
+    print(strict_json.dumps(snap, indent=2, sort_keys=True) if args.json else summary_line(snap))
     return 0

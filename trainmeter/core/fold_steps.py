@@ -176,7 +176,7 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
     if not counts.tokens:  # no tokens/s while no rank has counted a token (RankCounts.rate)
         first = next((k for k, x in enumerate(toks) if x), m)
         rates[:first] = [None] * first
-    if math.inf in rates:  # Engine._mfu_scale would raise on that row: let apply() say so
+    if math.inf in rates:  # too large to be finite: no rate (RankCounts.rate), row by row
         return None
     chart = _chart(eng, rates, steps, sqv, sqt, prior=list(c.recent), w=w)
     if chart is None:
@@ -318,6 +318,8 @@ def rows_left(eng: Any, got: dict, ts: list, own: Any) -> dict:
         rates: list = list(map(truediv, rss, sos))
     else:
         rates = [x / y if y > 0 and n else None for x, y, n in zip(rss, sos, samples, strict=True)]
+    if math.inf in rates:  # too large to be finite: none, as RankCounts.rate says
+        rates = [None if x == math.inf else x for x in rates]
     return {"steps": got["steps"], "t": ts,
             "tokens": list(accumulate(got["toks"], initial=counts.tokens))[1:],
             "samples": samples, "timed": _timed(c.timed_s, dts),

@@ -44,10 +44,11 @@ class _Own:
 
     def rate(self, samples: bool = False) -> float | None:
         """Its tokens/s (``samples``: samples/s) over its recent window; None before a timed
-        step."""
+        step, and over a window too short for a finite rate (times 1e-300 s apart)."""
         if self.recent_s <= 0:
             return None
-        return (self.recent_samples if samples else self.recent_tokens) / self.recent_s
+        rate = (self.recent_samples if samples else self.recent_tokens) / self.recent_s
+        return rate if rate < math.inf else None
 
 
 class RankCounts:
@@ -133,7 +134,7 @@ class RankCounts:
             mean = own.recent_s / len(own.recent)
             if self.newest_t - own.last_t <= max(STALE_STEPS * mean, STALE_MIN_S):
                 rates.append(r)
-        return math.fsum(rates) * self._scale(world) if rates else None
+        return _finite(math.fsum(rates) * self._scale(world)) if rates else None
 
     def rate_avg(self, world: int, samples: bool = False) -> float | None:
         """Tokens/s over the whole run (``samples``: samples/s): the sum over ranks of each
@@ -143,7 +144,9 @@ class RankCounts:
             return None
         rates = [(o.timed_samples if samples else o.timed_tokens) / o.timed_s
                  for o in self.own.values() if o.timed_s > 0]  # fmt: skip
-        return math.fsum(rates) * self._scale(world) if rates else None
+        if not rates or math.inf in rates:  # seconds too few for a finite rate: none
+            return None
+        return _finite(math.fsum(rates) * self._scale(world))
 
     def per_step(self, world: int) -> float | None:
         """Samples per step of the job: the sum over ranks of each one's own samples over its
@@ -182,3 +185,8 @@ class RankCounts:
             "rank_tokens": per_rank,
             "rank_nodes": nodes,
         }
+
+
+def _finite(x: float) -> float | None:
+    """A rate that overflowed (a sum of huge ones) is no rate."""
+    return x if x < math.inf else None

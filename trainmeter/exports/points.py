@@ -26,6 +26,7 @@ engine's (``Engine._clock_rank``); "the clock's steps" below:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
@@ -75,7 +76,8 @@ class _Tap(Timeline):
         self.out.append((name, y))
         if scale:  # the points of the series derived from this one (core/timeline.py)
             den, names, factors = scale
-            self.out += [(n, scaled([y], v, den)[0]) for n, v in zip(names, factors, strict=True)]
+            got = [(n, scaled([y], v, den)[0]) for n, v in zip(names, factors, strict=True)]
+            self.out += [(n, v) for n, v in got if v < math.inf]  # overflowed: no figure
         return True
 
     def extend(self, name: str, xs: list, ys: list, scale: tuple | None = None) -> None:
@@ -188,10 +190,12 @@ def _step_rows(tap: dict, start: float) -> Iterator[Point | StepRows]:
         sps = [r if ok else None for r, ok in zip(sps, tap["timed"], strict=True)]
     names, chart_cols = fold_steps.chart_columns(tap["chart"])
     m = len(steps)
+    overflowed = any(math.inf in col for col in chart_cols)  # an MFU too large: no figure
     # tokens and samples are counts so far, never falling: the rows all have some, or none,
     # when the first and the last agree
     if (bool(tokens[0]) == bool(tokens[-1]) and bool(samples[0]) == bool(samples[-1])
-            and charted.count(charted[0]) == m and sps.count(None) in (0, m)):  # fmt: skip
+            and charted.count(charted[0]) == m and sps.count(None) in (0, m)
+            and not overflowed):  # fmt: skip
         names_out: list[str] = []
         cols: list[list] = []
         if tokens[0] or not samples[0]:  # a run fed no token ids has no tokens to chart
@@ -216,7 +220,8 @@ def _step_rows(tap: dict, start: float) -> Iterator[Point | StepRows]:
         if tokens[k] or not samples[k]:
             row.append(("tokens", tokens[k]))
         if charted[k]:
-            row += [(name, col[at[k]]) for name, col in zip(names, chart_cols, strict=True)]
+            row += [(name, col[at[k]]) for name, col in zip(names, chart_cols, strict=True)
+                    if col[at[k]] < math.inf]  # fmt: skip
         if samples[k]:
             row.append(("samples", samples[k]))
         if sps[k] is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.core import passport, passport_md, reasons
+from trainmeter.core import passport, passport_md, reasons, strict_json
 from trainmeter.core.engine import replay
 
 PASSPORT_JSON = "passport.json"
@@ -33,7 +33,7 @@ def write(folder: Path, snap: dict[str, Any], version: str = __version__) -> dic
     Returns: the passport dict. Raises: OSError when the folder refuses the write.
     """
     p = passport.build(snap, version=version)
-    _replace(folder / PASSPORT_JSON, json.dumps(p, indent=2) + "\n")
+    _replace(folder / PASSPORT_JSON, strict_json.dumps(p, indent=2) + "\n")
     _replace(folder / PASSPORT_MD, passport_md.markdown(p))
     return p
 

@@ -133,8 +133,8 @@ def _start_key(folder: Path) -> tuple[str, float, str]:
 
 
 def find_run(run: str | None, root: Path | str | None = None) -> Path:
-    """The run folder for ``run`` (a folder, a ``run.jsonl`` path, an id or id prefix, or None
-    for the newest run).
+    """The run folder for ``run`` (a folder, a ``run.jsonl`` path, an id, an id prefix (the
+    newest run whose id starts so), or None for the newest run).
 
     Raises:
         FileNotFoundError: with a message naming what was looked for and where.
@@ -148,8 +148,8 @@ def find_run(run: str | None, root: Path | str | None = None) -> Path:
     base = runs_dir(root)
     runs = run_folders(root)
     hint = "list them with `tm ls`" if runs else "start one with `tm train.py`"
-    if run:
-        runs = [d for d in runs if d.name.startswith(run)]
+    if run:  # the run named exactly, else the newest whose id starts so
+        runs = [d for d in runs if d.name == run] or [d for d in runs if d.name.startswith(run)]
     if not runs:
         what = f"run matching {run!r}" if run else "runs"
         raise FileNotFoundError(f"no {what} under {base.resolve()} ({hint})")

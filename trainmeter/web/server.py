@@ -28,8 +28,6 @@ from __future__ import annotations
 import errno
 import hmac
 import html
-import json
-import math
 import secrets
 import socketserver
 import sys
@@ -42,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from trainmeter.core import strict_json
 from trainmeter.supervisor.ingest import PromptShutdown
 from trainmeter.web import DEFAULT_PORT, PORT_TRIES
 
@@ -259,21 +258,7 @@ def _bind(port: int, tries: int, web: WebServer) -> _HTTPServer:
 
 def to_json(obj: Any) -> bytes:
     """Strict JSON (a browser's JSON.parse refuses NaN): a non-finite float becomes null."""
-    try:
-        text = json.dumps(obj, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        text = json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False)
-    return text.encode()
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+    return strict_json.dumps(obj, separators=(",", ":")).encode()
 
 
 def _update(live: Live, seq: int) -> tuple[dict, dict]:
