@@ -74,6 +74,25 @@ def test_the_overflow_search_finds_what_its_regular_expression_finds():
         assert logread._may_overflow(text) == bool(rule.search(text)), text
 
 
+def test_an_unreadable_line_is_counted_once_not_again_as_missing():
+    lines = _log(4)
+    lines[2] = lines[2].replace(b'"tokens": 100', b'"tokens": NaN')  # n 3: damaged in place
+    _, reader = logread.read(lines)
+    assert reader.skipped == {("step", "not JSON"): 1}  # not also 1 "missing lines"
+    # a damaged line that names a number far ahead is not trusted: the lines after it read on
+    lines = _log(4)
+    lines[2] = lines[2][:-3] + b"999999}\n"  # n 3 -> 999999, and cut short
+    lines[2] = lines[2].replace(b'"tokens": 100', b'"tokens": NaN')
+    _, reader = logread.read(lines)
+    assert reader.skipped == {("step", "not JSON"): 1, ("line", "missing lines"): 1}
+    # one missing before it comes (out of order) fills its place: counted once
+    lines = _log(4)
+    late = lines.pop(2).replace(b'"tokens": 100', b'"tokens": NaN')
+    lines.insert(4, late)
+    _, reader = logread.read(lines)
+    assert reader.skipped == {("step", "not JSON"): 1}
+
+
 def test_a_long_line_is_skipped_while_read_and_counted(tmp_path):
     path = tmp_path / "run.jsonl"
     big = b'{"v":1,"k":"note","t":1,"text":"' + b"a" * (2 * logread.MAX_LINE) + b'"}\n'

@@ -74,6 +74,7 @@ _GROUPS = 8  # of _STEP_BODY: t, step, rank, tokens, samples, (,"seq_sq":x), x, 
 _STRIDE = _GROUPS + 1  # split() puts the text before each match ahead of its groups
 BLOCK = 1 << 22  # bytes read at a time by batches() from a file
 _BRACKET = re.compile(rb"[\[\]{}]")
+_NUMBER_TAIL = re.compile(rb',\s*"n"\s*:\s*([1-9][0-9]{0,15})\s*\}\s*\Z')  # a line's last field
 
 
 def _no_constant(name: str) -> Any:
@@ -390,6 +391,7 @@ class LogReader:
             else:
                 kind = _kind_of(line)
                 self.count(kind, _reason(exc, kind))
+                self._take_number(line)
             return None
         if rec["k"] == "checkpoint":  # not the supervisor's own line: a copy of state, no record
             self.lines -= 1
@@ -401,6 +403,21 @@ class LogReader:
         if self.last_t is None or rec["t"] > self.last_t:
             self.last_t = rec["t"]
         return rec
+
+    def _take_number(self, line: bytes | str) -> None:
+        """An unreadable line whose tail is intact and names the number due (the next one, or
+        one still missing) takes that place: it is counted once, as unreadable, not again as a
+        missing line. Any other number it seems to hold is not trusted."""
+        raw = line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")
+        m = _NUMBER_TAIL.search(raw)
+        if m is None:
+            return
+        n = int(m.group(1))
+        if n == self._high + 1 and n > 1:
+            self._high, self.numbered = n, True
+        elif n in self._holes:
+            self._holes.discard(n)
+            self.count("line", MISSING, -1)
 
     def _in_sequence(self, rec: dict[str, Any], line: bytes | str) -> bool:
         """False for a line whose ``n`` was seen already; counts numbers skipped over."""
