@@ -10,6 +10,7 @@ declared 1 GFLOP/s, so by hand tokens/s = 1000 at every timed step and MFU[hf] =
 import csv
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -136,6 +137,20 @@ def test_skipped_lines_are_said_and_a_name_utf8_cannot_hold_is_escaped(tmp_path,
     assert "tm: export skipped 1 line(s) (1 series: not JSON)" in err
     s = _by_series(_csv_rows(out))
     assert [float(r["value"]) for r in s["loss\\udcff"]] == [0.5]  # the escape, as text
+
+
+def test_an_export_to_a_device_or_through_a_link_writes_there(tmp_path, capsys):
+    import stat
+
+    root = _run(tmp_path, 4)
+    rc, _, err = tm(capsys, "export", "csv", "--dir", root, "--out", "/dev/null")
+    assert rc == 0, err
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)  # written to, never renamed over
+    target, link = tmp_path / "kept.csv", tmp_path / "link.csv"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    assert tm(capsys, "export", "csv", "--dir", root, "--out", str(link))[0] == 0
+    assert link.is_symlink() and target.read_text().startswith("series,step,t,value")
 
 
 def test_a_failed_export_leaves_the_earlier_file_and_no_part(tmp_path, capsys, monkeypatch):

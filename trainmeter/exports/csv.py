@@ -126,12 +126,19 @@ def export(run: RunData, out: str | None = None, with_passport: bool = False) ->
 
 @contextmanager
 def _whole(path: Path) -> Iterator[BinaryIO]:
-    """``path`` opened for bytes as a new file beside it, renamed into its place when the
-    block ends without an error, removed when it raises."""
-    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    """``path`` opened for bytes as a new file beside it (beside the file a link names),
+    renamed into its place when the block ends without an error, removed when it raises. A
+    path that is there and not a file (``/dev/stdout``, a pipe, ``/dev/null``) is written
+    straight: it has no place to rename into."""
+    real = Path(os.path.realpath(path))
+    if real.exists() and not real.is_file():
+        with open(real, "wb") as f:
+            yield f
+        return
+    part = real.with_name(f".{real.name}.{os.getpid()}.part")
     try:
         with open(part, "wb") as f:
             yield f
-        os.replace(part, path)
+        os.replace(part, real)
     finally:
         part.unlink(missing_ok=True)
