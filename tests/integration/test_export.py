@@ -139,6 +139,19 @@ def test_skipped_lines_are_said_and_a_name_utf8_cannot_hold_is_escaped(tmp_path,
     assert [float(r["value"]) for r in s["loss\\udcff"]] == [0.5]  # the escape, as text
 
 
+def test_the_series_and_passport_files_land_together_or_not_at_all(tmp_path, capsys):
+    root = _run(tmp_path, 4)
+    out = tmp_path / "s.csv"
+    out.write_text("an earlier export\n")
+    (tmp_path / "s-passport.csv").mkdir()  # the passport's place is taken by a folder
+    rc, _, err = tm(capsys, "export", "csv", "--dir", root, "--out", str(out), "--passport")
+    assert rc == 1 and "s-passport.csv" in err and ".part" not in err
+    assert out.read_text() == "an earlier export\n"  # not replaced without its passport
+    rc, _, err = tm(capsys, "export", "csv", "--dir", root, "--out", str(tmp_path / "no/s.csv"))
+    assert rc == 1 and f"{tmp_path}/no/s.csv" in err and ".part" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".trainmeter", "s-passport.csv", "s.csv"]
+
+
 def test_an_export_to_a_device_or_through_a_link_writes_there(tmp_path, capsys):
     import stat
 

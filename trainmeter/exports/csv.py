@@ -5,18 +5,19 @@ series carry their convention: ``mfu/hf``), ``step`` the step clock's optimizer 
 seconds since the run started, ``value`` in the series' unit. The bytes Python's :mod:`csv`
 module writes (RFC 4180 quoting, so any series name reads back; a name's lone surrogate, which
 UTF-8 cannot hold, as its ``\\udcff`` escape). ``--passport`` adds ``<stem>-passport.csv`` with
-the passport's figures as ``name, value`` rows (:func:`trainmeter.core.passport.flat`). Each
-file is written beside its place and renamed into it once whole: a failure leaves no partial
-file and an earlier export as it was.
+the passport's figures as ``name, value`` rows (:func:`trainmeter.core.passport.flat`). The
+files are written beside their places and renamed into them together once whole: a failure
+leaves no partial file and an earlier export as it was.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -93,52 +94,77 @@ _QUOTED: dict[str, bytes] = {}
 
 
 def export(run: RunData, out: str | None = None, with_passport: bool = False) -> str:
-    """Write the CSV (default ``<run folder>/series.csv``); returns its path.
+    """Write the CSV (default ``<run folder>/series.csv``), and with ``with_passport`` its
+    ``<stem>-passport.csv`` beside it; returns where. Both files are renamed into place
+    together, once both are whole.
 
-    Raises: OSError when the file cannot be written or the log read.
+    Raises: OSError (naming the file asked for) when a file cannot be written or the log read.
     """
     path = Path(out) if out else run.folder / "series.csv"
-    with _whole(path) as f:
-        # the writer's text goes straight to f (write_through), so it keeps its place
-        # between the runs of steps written to f as bytes
-        text = io.TextIOWrapper(f, encoding="utf-8", errors=ERRORS, newline="",
-                                write_through=True)  # fmt: skip
-        w = csv.writer(text)
-        w.writerow(HEADER)
-        for item in run.rows():
-            if item.__class__ is Point:
-                w.writerow((item.series, item.step, repr(item.t), repr(item.value)))
-            else:  # a run of steps: their rows formatted at once, as the writer writes them
-                f.write(_step_rows(item))
-        text.detach()  # f is closed once, by _whole
-    if with_passport:
-        config, summary = core_passport.flat(run.passport)
-        side = path.with_name(f"{path.stem}-passport.csv")
-        with _whole(side) as f:
-            text = io.TextIOWrapper(f, encoding="utf-8", errors=ERRORS, newline="")
-            w = csv.writer(text)
-            w.writerow(("name", "value"))
-            w.writerows({**config, **summary}.items())
-            text.detach()
-        return f"{path} and {side}"
-    return str(path)
+    side = path.with_name(f"{path.stem}-passport.csv") if with_passport else None
+    with _whole([path, side] if side else [path]) as files:
+        _write_series(files[0], run)
+        if side:
+            _write_passport(files[1], run.passport)
+    return f"{path} and {side}" if side else str(path)
+
+
+def _write_series(f: BinaryIO, run: RunData) -> None:
+    # the writer's text goes straight to f (write_through), so it keeps its place between
+    # the runs of steps written to f as bytes
+    text = io.TextIOWrapper(f, encoding="utf-8", errors=ERRORS, newline="", write_through=True)
+    w = csv.writer(text)
+    w.writerow(HEADER)
+    for item in run.rows():
+        if item.__class__ is Point:
+            w.writerow((item.series, item.step, repr(item.t), repr(item.value)))
+        else:  # a run of steps: their rows formatted at once, as the writer writes them
+            f.write(_step_rows(item))
+    text.detach()  # f is closed once, by _whole
+
+
+def _write_passport(f: BinaryIO, passport: dict) -> None:
+    config, summary = core_passport.flat(passport)
+    text = io.TextIOWrapper(f, encoding="utf-8", errors=ERRORS, newline="")
+    w = csv.writer(text)
+    w.writerow(("name", "value"))
+    w.writerows({**config, **summary}.items())
+    text.detach()
 
 
 @contextmanager
-def _whole(path: Path) -> Iterator[BinaryIO]:
-    """``path`` opened for bytes as a new file beside it (beside the file a link names),
-    renamed into its place when the block ends without an error, removed when it raises. A
-    path that is there and not a file (``/dev/stdout``, a pipe, ``/dev/null``) is written
-    straight: it has no place to rename into."""
-    real = Path(os.path.realpath(path))
-    if real.exists() and not real.is_file():
-        with open(real, "wb") as f:
-            yield f
-        return
-    part = real.with_name(f".{real.name}.{os.getpid()}.part")
-    try:
-        with open(part, "wb") as f:
-            yield f
-        os.replace(part, real)
-    finally:
-        part.unlink(missing_ok=True)
+def _whole(paths: list[Path]) -> Iterator[list[BinaryIO]]:
+    """Each of ``paths`` opened for bytes as a new file beside it (beside the file a link
+    names); all renamed into their places when the block ends without an error, all removed
+    when it raises. A path that is there and not a file (``/dev/stdout``, a pipe,
+    ``/dev/null``) is written straight: it has no place to rename into.
+
+    Raises: OSError naming the path asked for, not its temporary file (an error while the
+    block writes, such as a full disk, names the first).
+    """
+    current = paths[0]
+    with ExitStack() as stack:
+        files, moves = [], []
+        try:
+            for current in paths:
+                real = Path(os.path.realpath(current))
+                if real.is_dir():
+                    raise IsADirectoryError(errno.EISDIR, "is a folder")
+                if real.exists() and not real.is_file():
+                    files.append(stack.enter_context(open(real, "wb")))
+                    continue
+                part = real.with_name(f".{real.name}.{os.getpid()}.part")
+                stack.callback(part.unlink, missing_ok=True)  # gone once renamed, or on error
+                files.append(stack.enter_context(open(part, "wb")))
+                moves.append((part, real, current))
+            current = paths[0]
+            yield files
+            for f in files:
+                f.close()
+            for part, real, asked in moves:
+                current = asked  # the one an error names
+                os.replace(part, real)
+        except OSError as exc:
+            if exc.filename is None or str(exc.filename).endswith(".part"):
+                raise type(exc)(exc.errno, exc.strerror, str(current)) from None
+            raise
