@@ -175,6 +175,17 @@ def test_time_split_is_null_until_a_span_and_counts_only_rank_0_inside_segments(
     assert eng.snapshot()["time_split"]["data"] == pytest.approx(0.5)
 
 
+def test_a_run_without_rank_0_says_its_split_is_in_the_run_of_rank_0s_node():
+    # one node's own run of a two-node job: ranks 2 and 3 step and send spans
+    recs = [dict(r, rank=r["rank"] + 2) if "rank" in r else r for r in _scenario()]
+    snap = _fold(recs).snapshot()
+    assert snap["time_split"] is None  # the split is rank 0's
+    why = snap["reasons"]["time_split"]
+    assert "this run has none" in why and "--no-tap" not in why  # not blamed on the taps
+    no_spans = [r for r in _scenario() if r["k"] != "span"]  # rank 0's run, no span: taps
+    assert "--no-tap" in _fold(no_spans).snapshot()["reasons"]["time_split"]
+
+
 def test_notebook_segments_leave_out_the_gaps_and_start_over_at_each_first_step():
     recs = [
         _rec("segment_start", 0.0, segment=1),

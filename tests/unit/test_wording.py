@@ -10,7 +10,7 @@ from pathlib import Path
 from trainmeter.core import reasons
 
 SOURCE = Path(reasons.__file__)
-PINNED = (4, "bf1aacf380e8b1ec")
+PINNED = (5, "0b3cb01927e98204")
 """(``reasons.WORDING``, :func:`fingerprint` of ``core/reasons.py``) when the words were last
 revised."""
 

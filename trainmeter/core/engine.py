@@ -789,6 +789,7 @@ class Engine:
             budget_declared=self.options.budget_tokens is not None
             or _one_or_more(self.options.budget_flops) is not None,
             charted_gpus=frozenset(self.charted_gpus), listed_gpu=self._listed_gpu(),
+            clock_rank=self.clock_rank,
         )  # fmt: skip
 
     def _listed_gpu(self) -> str | None:

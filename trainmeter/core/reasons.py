@@ -41,7 +41,7 @@ SINGLE = ("model", "dtype", "peak", "device", "flops_per_token_counted", "tokens
 """The other keys ``reasons`` may hold (``ended``: the run's end, ``run.ended``; ``device``:
 ``device_text``; ``loss``: no series with a loss role, the loss chart; ``series``: no series
 at all; ``gpu_activity``: a GPU of ``hardware`` with no activity over time, its chart)."""
-WORDING = 4
+WORDING = 5
 """The revision of the words below: bumped when what a reason says changes (a passport stores
 it, and ``tm passport`` rebuilds one written under another); tests/unit/test_wording.py fails
 when the strings of this module change and it is not bumped."""
@@ -67,6 +67,8 @@ class RunFacts:
         budget_declared: a token or FLOPs budget was declared.
         charted_gpus: the indexes of the GPUs with an activity series on the timeline (the
             hardware chart), or None when not known (a snapshot without its timeline).
+        clock_rank: the rank whose steps clock the run (0; in one node's own run without rank
+            0, that node's lowest rank), None before a step.
         listed_gpu: the NVML name of the first whole GPU a real GPU backend's sampler listed
             (``gpu_devices``), else None: with no ``device`` (no model, no ``--device``), the
             GPU the run may have trained on, which its reasons name rather than say no
@@ -84,6 +86,7 @@ class RunFacts:
     budget_declared: bool = False
     charted_gpus: frozenset | None = None
     listed_gpu: str | None = None
+    clock_rank: int | None = None
 
 
 def facts_of(snap: dict[str, Any]) -> RunFacts:
@@ -306,7 +309,10 @@ def reasons(snap: dict[str, Any], f: RunFacts) -> dict[str, str]:
     if not any(isinstance(v, dict) and v.get("role") in ("train_loss", "val_loss")
                and not v.get("superseded") for v in series.values()):  # fmt: skip
         out["loss"] = agent or _loss_reason(is_open)
-    if snap.get("time_split") is None:
+    if snap.get("time_split") is None and f.clock_rank:  # a rank other than 0 clocks the run
+        out["time_split"] = (f"{NOT}: the split is rank 0's, and this run has none (one node's "
+                             "run of a job: the run of the node with rank 0 has it)")  # fmt: skip
+    elif snap.get("time_split") is None:
         out["time_split"] = agent or (
             f"{NOT_YET}: the split begins with rank 0's first time span (the warm-up span "
             "comes with the first optimizer step)"
