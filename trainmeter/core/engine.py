@@ -620,15 +620,20 @@ class Engine:
         torchrun runs an agent too, alone in its world of 1)."""
         return self.world
 
+    def _divisor(self) -> tuple[int, peaks.ResolvedPeak | None]:
+        """``(devices, peak)`` MFU divides by, looked up again only after a record that may
+        change them (not in ``_SAME_DIVISOR``)."""
+        if self._mfu_divisor is None:
+            self._mfu_divisor = (self._gpus(), self._peak())
+        return self._mfu_divisor
+
     def _mfu_scale(self, rate: float) -> tuple | bool | None:
         """MFU over time: the scale (core/timeline.py) of the tokens/s point ``rate`` that
         makes it the ``mfu/<c>`` point of each convention with FLOPs per token, the snapshot's
         ``mfu`` as it stands at this step (``metrics.mfu`` of the same rate, FLOPs per token at
         ``seq_len_recent``, devices and peak); None without a peak or a model (no point),
         False where ``metrics.mfu`` would raise (``fold_steps.mfu_scale``)."""
-        if self._mfu_divisor is None:  # looked up again only after a record that may change it
-            self._mfu_divisor = (self._gpus(), self._peak())
-        if self._mfu_divisor[1] is None or self.shape is None:
+        if self._divisor()[1] is None or self.shape is None:
             return None
         c = self.clock
         seq_mean = c.seq_sq / c.seq_tokens if c.seq_tokens else None

@@ -202,11 +202,9 @@ def _chart(eng, rates, steps, sqv, sqt, prior, w) -> tuple | None:
     rows = range(len(rates)) if all_rows else [k for k, x in enumerate(rates) if x is not None]
     if not rows:
         return [], [], []
-    if eng._mfu_divisor is None:  # as _mfu_scale looks it up at its first point
-        eng._mfu_divisor = (eng._gpus(), eng._peak())
     xs = steps if all_rows else [steps[k] for k in rows]
     ys = rates if all_rows else [rates[k] for k in rows]
-    if eng._mfu_divisor[1] is None or eng.shape is None:
+    if eng._divisor()[1] is None or eng.shape is None:  # as Engine._mfu_scale at its first point
         return xs, ys, [(len(ys), None)]
     seqs = _seq_recent(eng.clock, sqv, sqt, prior, w)
     by_seq = {s: mfu_scale(eng, s) for s in (set(seqs) if all_rows else {seqs[k] for k in rows})}

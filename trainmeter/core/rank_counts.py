@@ -47,8 +47,7 @@ class _Own:
         step, and over a window too short for a finite rate (times 1e-300 s apart)."""
         if self.recent_s <= 0:
             return None
-        rate = (self.recent_samples if samples else self.recent_tokens) / self.recent_s
-        return rate if rate < math.inf else None
+        return _finite((self.recent_samples if samples else self.recent_tokens) / self.recent_s)
 
 
 class RankCounts:
