@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from trainmeter.core import strict_json
 from trainmeter.core.records import RecordError, Steps, decode_batch, decode_wire
 from trainmeter.supervisor.live import Live
 from trainmeter.supervisor.store import job_world_size
@@ -287,7 +288,8 @@ class _Handler(socketserver.StreamRequestHandler):
         self._slice = (start, b, n)
 
     def _send(self, obj: dict) -> None:
-        self.wfile.write((json.dumps(obj, separators=(",", ":")) + "\n").encode())
+        # strict: a figure that overflowed is null, as on the page (core/strict_json.py)
+        self.wfile.write((strict_json.dumps(obj, separators=(",", ":")) + "\n").encode())
         self.wfile.flush()
 
     # -- agents ---------------------------------------------------------------------------------
