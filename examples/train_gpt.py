@@ -244,6 +244,11 @@ def main(argv=None):
         if args.fail_at_step is not None and step == args.fail_at_step:
             raise RuntimeError(f"deliberate failure at step {step}")
     if world > 1:
+        # Every rank waits here for the others' last all-reduce: a gloo worker thread still
+        # releasing that step's tensors when the interpreter exits needs the GIL then and
+        # aborts the rank ("terminate called without an active exception", torch 2.13). The
+        # barrier makes that rare, not impossible: DDP keeps the group alive to the end.
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -32,15 +33,40 @@ def _env(extra=None):
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+# torch 2.13 with gloo: a worker thread that releases a finished collective's tensors after the
+# rank's interpreter began to exit needs the GIL then, and the rank aborts with this line on
+# stderr, after its last step. DDP keeps the group (and its threads) alive to the end, so no
+# cleanup in the training program rules it out; a barrier first makes it rare (1 plain 4-rank
+# run in ~13 without one here, with or without tm). It is torch's, not trainmeter's.
+GLOO_EXIT_ABORT = "terminate called without an active exception"
+
+
+def once_more_after_gloo_exit_abort(run):
+    """``run()``, and once more, with a warning in pytest's summary, when it died of the gloo
+    exit abort alone (a non-zero exit with GLOO_EXIT_ABORT on stderr); anything else, and a
+    second abort, is returned as it is."""
+    done = run()
+    if done.returncode != 0 and GLOO_EXIT_ABORT in done.stderr:
+        cmd = " ".join(map(str, done.args))
+        warnings.warn(f"torch's gloo exit abort in {cmd}: ran again", stacklevel=2)
+        done = run()
+    return done
+
+
 def run_plain(args, cwd, timeout=300, env=None):
     """``python ARGS`` without trainmeter."""
-    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=_env(env),
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    cmd = [sys.executable, *map(str, args)]
+    return once_more_after_gloo_exit_abort(lambda: _capture(cmd, cwd, timeout, env))
 
 
 def run_tm(tm_args, cwd, timeout=300, env=None):
-    """``tm TM_ARGS`` (as the installed console script would run it)."""
+    """``tm TM_ARGS`` (as the installed console script would run it); a run again after the
+    gloo exit abort is a second run folder, the newest (read_log's)."""
     cmd = [sys.executable, "-m", "trainmeter.cli", *map(str, tm_args)]
+    return once_more_after_gloo_exit_abort(lambda: _capture(cmd, cwd, timeout, env))
+
+
+def _capture(cmd, cwd, timeout, env):
     return subprocess.run(cmd, cwd=cwd, env=_env(env), capture_output=True, text=True,
                           timeout=timeout)  # fmt: skip
 

@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import _env
+from conftest import _env, once_more_after_gloo_exit_abort
 
 from trainmeter.core.engine import replay
 from trainmeter.supervisor.store import run_folders
@@ -155,8 +155,13 @@ def _launcher(words: list[str]) -> list[str]:
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    """``cmd`` in its own session (conftest's environment); on timeout its whole process
-    group is killed (tm's child and a launcher's workers too) and TimeoutError raised."""
+    """``cmd`` in its own session (conftest's environment), once more after torch's gloo
+    exit abort (conftest); on timeout its whole process group is killed (tm's child and a
+    launcher's workers too) and TimeoutError raised."""
+    return once_more_after_gloo_exit_abort(lambda: _run_once(cmd, cwd, timeout))
+
+
+def _run_once(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     cwd.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(cmd, cwd=cwd, env=_env(ENV), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
