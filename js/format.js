@@ -26,6 +26,8 @@ export function si(x, unit = "", digits = 3) {
     tier += 1;
     scaled = x / 10 ** (3 * tier);
   }
+  // Past the largest prefix: scientific, as the core's format_si writes it ("1.00e+30 FLOP").
+  if (Math.abs(Number(scaled.toPrecision(digits))) >= 1000) return `${x.toExponential(digits - 1)}${sep}${unit}`;
   return `${scaled.toPrecision(digits)}${sep}${PREFIXES[tier]}${unit}`;
 }
 
@@ -39,8 +41,8 @@ export function tokens(x, digits = 4) {
   if (!isNum(x)) return NA;
   if (Math.abs(x) < 1000) return count(x);
   const s = si(x, "", digits); // "163.8k", "2.000G", ...
-  const tier = PREFIXES.indexOf(s.slice(-1));
-  return tier < TOKEN_SUFFIXES.length ? s.slice(0, -1) + TOKEN_SUFFIXES[tier] : x.toExponential(digits - 1);
+  const tier = PREFIXES.indexOf(s.slice(-1)); // -1 past the largest prefix ("1.000e+30")
+  return tier >= 0 && tier < TOKEN_SUFFIXES.length ? s.slice(0, -1) + TOKEN_SUFFIXES[tier] : x.toExponential(digits - 1);
 }
 
 /** An integer count with thousands separators, independent of the browser's locale: 12345 -> "12,345". */

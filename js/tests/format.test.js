@@ -22,6 +22,11 @@ test("SI prefixes keep three significant digits and carry the unit", () => {
   assert.equal(si(999.96), "1.00k");
   assert.equal(si(42), "42.0");
   assert.equal(si(0), "0");
+  // past the largest prefix (Y): scientific, as the core's format_si (tests/unit/test_units.py)
+  assert.equal(si(999.4e24, "FLOP"), "999 YFLOP");
+  assert.equal(si(999.96e24, "FLOP"), "1.00e+27 FLOP");
+  assert.equal(si(1e300, "tokens/s"), "1.00e+300 tokens/s");
+  assert.equal(si(-5e30, "W", 4), "-5.000e+30 W");
 });
 
 test("token counts use k, M, B, T as people say them", () => {
@@ -30,6 +35,7 @@ test("token counts use k, M, B, T as people say them", () => {
   assert.equal(tokens(1.5e12, 3), "1.50T");
   assert.equal(tokens(12), "12");
   assert.equal(tokens(0), "0");
+  assert.equal(tokens(3e30, 3), "3.00e+30");
   assert.equal(tokens(null), NA);
 });
 

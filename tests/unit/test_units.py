@@ -142,6 +142,11 @@ def test_parse_flops_catches_a_missing_prefix():
         (20e9, "", 3, "20.0 G"),
         (0, "FLOP", 3, "0 FLOP"),
         (-2500, "W", 3, "-2.50 kW"),
+        # past the largest prefix (Y, 1e24): scientific, never a mantissa of hundreds of digits
+        (999.4e24, "FLOP", 3, "999 YFLOP"),
+        (999.96e24, "FLOP", 3, "1.00e+27 FLOP"),
+        (1e300, "tokens/s", 3, "1.00e+300 tokens/s"),
+        (-5e30, "W", 4, "-5.000e+30 W"),
     ],
 )
 def test_format_si_uses_prefixes_and_significant_digits(value, unit, digits, expected):

@@ -182,7 +182,8 @@ def format_si(x: float | None, unit: str = "", digits: int = 3) -> str:
     it when the unit starts with a capital letter, as in "GFLOP", "TB/s", "kW"; separated by a
     space otherwise, as in "k tokens/s"); ``digits`` significant digits (>= 1).
     Rule: the largest prefix k, M, G, T, P, E, Z, Y keeping the mantissa >= 1; no prefix below
-    1000 (and none below 1: 0.452 stays "0.452").
+    1000 (and none below 1: 0.452 stays "0.452"); from 1000 Y on, scientific with no prefix
+    ("1.00e+30 FLOP").
     Source: SI prefixes (BIPM SI Brochure, 9th ed., table 7).
     Returns "n/a" for None or NaN; "inf ..." for infinities. Raises ValueError if digits < 1.
     """
@@ -199,6 +200,8 @@ def format_si(x: float | None, unit: str = "", digits: int = 3) -> str:
     if float(text) >= 1000 and step < len(_SI_PREFIXES) - 1:
         step += 1
         text = _significant(float(text) / 1000, digits)
+    if float(text) >= 1000:  # past the largest prefix: scientific, as js/format.js si writes it
+        return _join(f"{sign}{size:.{digits - 1}e}", "", unit)
     return _join(sign + text, _SI_PREFIXES[step], unit)
 
 
