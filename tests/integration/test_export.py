@@ -213,7 +213,11 @@ def test_rates_too_large_to_be_finite_are_no_figures_and_nothing_raises(
     assert rc == 0, err
     snap = _strict(out)  # no Infinity: an overflowed figure is null
     assert all(v is None for v in (snap["mfu"] or {}).values())
-    assert tm(capsys, "passport", "tiny", "--dir", root)[0] == 0
+    rc, out, err = tm(capsys, "passport", "tiny", "--dir", root)
+    assert rc == 0, err
+    mfu_row = next(line for line in out.splitlines() if line.startswith("| MFU |"))
+    assert "inf" not in mfu_row  # no figure, and with its reason where tokens/s was finite
+    assert ("too large to be a number" in mfu_row) == (params == 2**62), mfu_row
     assert tm(capsys, "ls", "--dir", root)[0] == 0
     out_csv = tmp_path / "series.csv"
     rc, _, err = tm(capsys, "export", "csv", "tiny", "--dir", root, "--out", str(out_csv))

@@ -10,7 +10,7 @@ from pathlib import Path
 from trainmeter.core import reasons
 
 SOURCE = Path(reasons.__file__)
-PINNED = (5, "0b3cb01927e98204")
+PINNED = (6, "e2885de1d28e2981")
 """(``reasons.WORDING``, :func:`fingerprint` of ``core/reasons.py``) when the words were last
 revised."""
 

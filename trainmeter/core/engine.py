@@ -1196,7 +1196,9 @@ def _mfu(rate, fpt: dict, gpus: int, peak) -> dict[str, float | None] | None:
     if peak is None or rate is None or not fpt:
         return None
     gpus = max(gpus, 1)
-    return {k: metrics.mfu(rate, v, gpus, peak.flops) for k, v in fpt.items()}
+    out = {k: metrics.mfu(rate, v, gpus, peak.flops) for k, v in fpt.items()}
+    # too large to be finite (a rate of steps 1e-300 s apart): no figure, as strict JSON writes it
+    return {k: v if v is None or v < math.inf else None for k, v in out.items()}
 
 
 STALE_S = 30.0  # a live supervisor writes a gpu record every second: older than this, it stopped

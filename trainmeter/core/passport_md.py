@@ -233,8 +233,11 @@ def _pct(f: float) -> str:
 def _mfu_md(p: dict, why: dict) -> str:
     mfu = p.get("mfu") or {}
     by = mfu.get("by_convention") or {}
-    if all(v is None for v in by.values()):
+    kinds = {why.get(f"mfu.by_convention.{c}") for c in by}
+    if all(v is None for v in by.values()) and len(kinds) <= 1:  # one reason for all: the shown
         return _tagged(why.get("mfu.value", "not recorded"), str(mfu.get("convention")))
+    if all(v is None for v in by.values()):  # each convention's own reason
+        return _by_conv(by, mfu.get("convention"), "mfu.by_convention", _pct, why)
     row = _by_conv(by, mfu.get("convention"), "mfu.by_convention", _pct, why)
     return row + " · run averages"
 

@@ -41,7 +41,7 @@ SINGLE = ("model", "dtype", "peak", "device", "flops_per_token_counted", "tokens
 """The other keys ``reasons`` may hold (``ended``: the run's end, ``run.ended``; ``device``:
 ``device_text``; ``loss``: no series with a loss role, the loss chart; ``series``: no series
 at all; ``gpu_activity``: a GPU of ``hardware`` with no activity over time, its chart)."""
-WORDING = 5
+WORDING = 6
 """The revision of the words below: bumped when what a reason says changes (a passport stores
 it, and ``tm passport`` rebuilds one written under another); tests/unit/test_wording.py fails
 when the strings of this module change and it is not bumped."""
@@ -282,6 +282,9 @@ def reasons(snap: dict[str, Any], f: RunFacts) -> dict[str, str]:
                 out[f"{key}/{c}"] = f"no MFU: {split(fpt_why)[1] or fpt_why}"
             elif snap.get(rate_key) is None:
                 out[f"{key}/{c}"] = rate_why
+            else:  # the engine's rule: a figure too large to be finite is none
+                out[f"{key}/{c}"] = ("no MFU: tokens/s times FLOPs per token is too large to be "
+                                     "a number, the steps were logged almost at once")  # fmt: skip
         if (snap.get("model_flops_per_s_per_gpu") or {}).get(c) is None:
             out[f"model_flops_per_s_per_gpu/{c}"] = (
                 fpt_why or agent or no_gpus or (rate_why if snap.get("tokens_per_s") is None
