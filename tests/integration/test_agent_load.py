@@ -159,8 +159,10 @@ def test_a_supervisor_paused_at_the_last_step_does_not_hold_the_child_at_exit(wo
     log = read_log(workdir)
     steps = [r["step"] for r in log if r["k"] == "step"]
     # what the paused socket had taken is logged, in order; the steps still in the agent's
-    # buffer at its deadline are in its count ("unsent at exit", the stderr line)
-    assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 20, steps
+    # buffer at its deadline are in its count ("unsent at exit", the stderr line). How many
+    # the supervisor read before its pause depends on the machine's load (18 of 30 in a CI
+    # run beside a benchmark, 30 on an idle machine): the count below is the promise
+    assert steps == list(range(1, len(steps) + 1)) and steps, steps
     unsent = int(lines[0].split()[1].replace(",", ""))  # "[trainmeter] N records were not"
     assert unsent >= 30 - len(steps)
     # the final dropped record could not reach a supervisor that read nothing; the log has
