@@ -287,6 +287,27 @@ def test_a_second_optimizer_stepping_once_per_several_clock_steps_withholds_the_
     assert any("2 optimizers step apart" in n["text"] for n in taps.agent.notes())
 
 
+def test_two_optimizers_of_one_model_keep_its_loss(taps):
+    """modded-nanoGPT's split: one model, one backward() a step, then two optimizers (one for
+    the matrices, one for the embedding and head) both step: the loss is the model's (it was
+    withheld as a GAN's)."""
+    model = _mlp()
+    emb, head = model[0], model[1]
+    opts = [torch.optim.SGD(emb.parameters(), lr=0.1), torch.optim.SGD(head.parameters(), lr=0.1)]
+    printed = []
+    for _ in range(12):
+        loss = _loss(model, torch.randint(0, 10, (2, 5)))
+        loss.backward()
+        for opt in opts:
+            opt.step()
+        model.zero_grad()
+        printed.append(loss.item())
+    taps.finish()
+    series = [(f["step"], f["value"]) for k, f in taps.agent.records if k == "series"]
+    assert series == list(enumerate(printed, 1))  # each step's loss, as the loop printed it
+    assert not any("optimizers step apart" in n["text"] for n in taps.agent.notes())
+
+
 def test_a_replaced_optimizer_hands_the_clock_to_the_next_one(taps):
     model = _mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -298,11 +319,41 @@ def test_a_replaced_optimizer_hands_the_clock_to_the_next_one(taps):
         opt.zero_grad()
     steps, _ = taps.agent.sender.counts()
     assert [s for s, _, _ in steps] == [1, 2, 3, 4, 5, 6]
+    # the same model: its calls are counted once (not again by the discovery that watched
+    # for another model), 2 x 5 token ids a step
+    assert [(t, n) for _, t, n in steps] == [(10, 2)] * 6
+    assert len(taps.agent.models) == 1  # described once
     notes = [n["text"] for n in taps.agent.notes()]
     assert (
         "step clock: the optimizer that clocked steps 1-3 was freed; another clocks them "
         "from step 4 on" in notes
     )
+
+
+def _train(model, opt, steps, shape):
+    for _ in range(steps):
+        _loss(model, torch.randint(0, 10, shape)).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def test_a_new_model_with_a_new_optimizer_is_counted_and_described_from_its_first_step(taps):
+    """Two trainings in one script (a sweep's next model, a second Trainer): model B's
+    tokens count from its first step (they were 0: the root stayed model A), and B is
+    described (its parameters, not A's)."""
+    a = _mlp()
+    opt = torch.optim.SGD(a.parameters(), lr=0.1)
+    _train(a, opt, 3, (2, 5))
+    del opt  # A's optimizer freed
+    b = torch.nn.Sequential(torch.nn.Embedding(10, 16), torch.nn.Linear(16, 10))
+    opt = torch.optim.SGD(b.parameters(), lr=0.1)
+    _train(b, opt, 10, (4, 7))
+    steps, _ = taps.agent.sender.counts()
+    # by hand: A's steps 2 x 5 ids, B's 4 x 7
+    assert steps == [(s, 10, 2) for s in (1, 2, 3)] + [(s, 28, 4) for s in range(4, 14)]
+    params = [m["params"] for m in taps.agent.models]
+    assert params == [10 * 8 + 8 * 10 + 10, 10 * 16 + 16 * 10 + 10]  # A's, then B's
+    assert taps.clock._hook is None  # the new clock's watch is over: no Python per step
 
 
 def test_an_optimizer_freed_with_no_other_after_it_says_nothing(taps):

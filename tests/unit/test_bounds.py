@@ -336,9 +336,10 @@ def test_what_training_code_can_send_at_worst_stays_under_the_snapshot_bound(tmp
                  device="cuda", device_name=wide * 1000, run_dtype=wide * 1000, gpus=1)  # fmt: skip
     recs.append(records.make("model", 1.0, **model))
     tiny = -2.2250738585072014e-308  # the longest float repr: 24 bytes
-    for i in range(200):
+    for i in range(200):  # the first a train loss: then all 64 places take names
         name = str(i) + wide * 1000  # distinct in the first 200 characters
-        recs.append(records.make("series", 1.0, name=name, value=tiny, step=2**53 - 1))
+        role = {"role": "train_loss"} if i == 0 else {}
+        recs.append(records.make("series", 1.0, name=name, value=tiny, step=2**53 - 1, **role))
     for i in range(100):  # distinct: the engine keeps a repeated note once
         recs.append(records.make("note", 1.0, text=str(i) + wide * 99_990, source=wide * 1000))
     for rank in range(2000):

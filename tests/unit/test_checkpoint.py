@@ -134,7 +134,7 @@ def test_replay_from_the_last_checkpoint_equals_the_full_replay_field_by_field(l
     assert snap["step"] == STEPS and snap["run"]["state"] == "finished"
     assert snap["hardware"]["gpus"][0]["sm_active"] is not None and snap["energy_j"] > 0
     assert snap["rank_time_split"]["1"]["eval"] > 0 and snap["dropped"]["total"] == 3
-    assert any("past the first 64 not kept" in n for n in snap["notes"])
+    assert any("not kept, past the table's 64 places" in n for n in snap["notes"])
     assert snap["log"] is None  # nothing skipped, nothing refused
 
 

@@ -376,12 +376,34 @@ def test_series_past_the_name_cap_are_counted_in_one_note_not_kept():
         _feed(eng, ("series", 105.0, {"name": f"s{i}", "value": 1.0, "step": 3}))
     _feed(eng, ("series", 105.0, {"name": "s70", "value": 1.0, "step": 4}))  # again: one name
     snap = eng.snapshot()
-    assert len(snap["series"]) == MAX_SERIES and "s63" in snap["series"]
-    assert "s64" not in snap["series"]
+    # the last of the 64 places waits for a train loss: 63 of these names are kept
+    assert len(snap["series"]) == MAX_SERIES - 1 and "s62" in snap["series"]
+    assert "s63" not in snap["series"]
     notes = [n for n in snap["notes"] if n.startswith("series:")]
-    assert notes == [f"series: 10 name(s) past the first {MAX_SERIES} not kept "
-                     "(the first: 's64'); the run log has them"]  # fmt: skip
-    assert len(eng.timeline.names()) == MAX_SERIES + 1  # plus tokens_per_s
+    assert notes == [f"series: 11 name(s) not kept, past the table's {MAX_SERIES} places (the "
+                     "last waits for a train loss until one comes; the first not kept: 's63'); "
+                     "the run log has them"]  # fmt: skip
+    assert len(eng.timeline.names()) == MAX_SERIES  # plus tokens_per_s
+    # then the loss (emit(**70 grad norms, train_loss=...)): kept, charted, the run's loss
+    _feed(eng, ("series", 106.0, {"name": "train_loss", "value": 2.5, "step": 4}))
+    snap = eng.snapshot()
+    assert snap["series"]["train_loss"]["value"] == 2.5 and len(snap["series"]) == MAX_SERIES
+    assert "train_loss" in eng.timeline.names()
+    assert not [n for n in snap["notes"] if n.startswith("loss: none")]
+    _feed(eng, ("series", 106.0, {"name": "val_loss", "value": 2.5, "step": 4}))  # full now
+    assert "val_loss" not in eng.snapshot()["series"]
+
+
+@pytest.mark.parametrize("loss", ["loss", "backward_loss"])
+def test_a_train_loss_first_keeps_all_64_places_for_the_rest(loss):
+    from trainmeter.core.engine import MAX_SERIES
+
+    eng = _feed(_run(), ("series", 104.5, {"name": loss, "value": 3.0, "step": 3}))
+    for i in range(MAX_SERIES + 10):
+        _feed(eng, ("series", 105.0, {"name": f"s{i}", "value": 1.0, "step": 3}))
+    series = eng.snapshot()["series"]
+    assert len(series) == MAX_SERIES and loss in series and "s62" in series
+    assert "s63" not in series
 
 
 def test_long_series_names_are_cut_with_an_ellipsis():
@@ -441,6 +463,24 @@ def test_no_attention_counted_warns_only_for_a_model_with_heads():
     mlp = _feed(Engine(), ("model", 100.6, no_heads), _counted("none counted"))
     assert _counted_notes(mlp) == []
     assert mlp.snapshot()["flops_counted"]["attention"] == "none counted"
+
+
+def test_another_model_drops_the_old_counted_flops_and_says_so():
+    """A second training in one process (the agent describes the new model): the old
+    model's counted FLOPs are not the new one's; the same model described again keeps them."""
+    eng = _feed(_run(), _counted("sdpa"))
+    _feed(eng, ("model", 105.5, MODEL))  # the same model again (a new notebook cell)
+    assert eng.snapshot()["flops_counted"]["flops"] == 6000.0
+    assert not [n for n in eng.snapshot()["notes"] if n.startswith("model: another")]
+    bigger = {**MODEL, "params": 4000, "width": 16}  # hf: 6 x (4000 - 100) = 23,400 FLOP/token
+    _feed(eng, ("model", 106.0, bigger))
+    snap = eng.snapshot()
+    assert snap["flops_counted"] is None and snap["flops_per_token_counted"] is None
+    assert snap["flops_per_token"]["hf"] == 23400
+    assert [n for n in snap["notes"] if n.startswith("model: another")] == [
+        "model: another model is trained from step 4 on (4,000 parameters; before it, 1,000 "
+        "parameters): FLOPs per token and MFU are the new model's from then on"
+    ]
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "matmul"])

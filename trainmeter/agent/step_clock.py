@@ -155,19 +155,18 @@ class StepClock:
                 self._push(0, 0, 0)
             if self._seen >= WATCH_STEPS:
                 self.decide()
-        elif not inside_backward(self.torch):  # a second optimizer (a GAN's), not fused
-            self.others_outside.add(id(optimizer))
+        elif not inside_backward(self.torch) and not taps.trains_root(optimizer):
+            self.others_outside.add(id(optimizer))  # a second model's (a GAN's), not fused
         self._last = steps_taken(taps.agent.steps)
 
     def decide(self) -> None:
         """Enough clock steps seen (or the run ends): the losses are one model's unless
         another optimizer stepped apart; the hook goes (at a safe point: the door waits)."""
-        if self._decided:
-            return
-        self._decided = True
-        self.taps.losses_decided(self.others_outside)
-        if self._method is not None:  # the method clocks: the hook is no longer needed
-            self._remove_hook()
+        if not self._decided:
+            self._decided = True
+            self.taps.losses_decided(self.others_outside)
+        if self._method is not None:  # the method clocks: the hook is no longer needed (also
+            self._remove_hook()  # after a freed clock's successor has run its watch)
 
     def _push(self, tokens: int, samples: int, seq_sq: int) -> None:
         agent = self.taps.agent
@@ -268,6 +267,7 @@ class StepClock:
                 self._hook = door.add("optimizer_post", self._on_step, NAME,
                                       on_fail=self.taps.quiet)  # fmt: skip
             self._freed_at = steps_taken(self.taps.agent.steps)  # noted if another steps
+            self.taps.watch_for_model()  # the next one may train another model
         except Exception as exc:
             self.taps.quiet()
             guard.failed(NAME, exc)

@@ -94,6 +94,7 @@ class TorchTaps:
         self._superseded = False  # a train loss was reported (train_loss_reported)
         self._patched: tuple | None = None  # what classattr.restore needs
         self._root = None  # weakref to the root model once found
+        self._root_params: tuple = (None, set())  # (weakref to the root, its parameters' ids)
         self._autocast: dict[str, Any] = {}
         # True once Dynamo may trace the root's __call__ (compile_watch.py)
         self._tracing = False
@@ -133,11 +134,8 @@ class TorchTaps:
         self._superseded = False
         self._unpatch()
         self._remove_global()
+        self._watch_calls()
         door = self.door
-        self._handles = [
-            door.add("forward_pre", self._g_pre, DISCOVERY, on_fail=self.quiet),
-            door.add("forward", self._g_post, DISCOVERY, on_fail=self.quiet),
-        ]
         if self._closure is None:
             self._closure = door.add("optimizer_pre", self._closure_step, CLOSURE,
                                      on_fail=self.quiet)  # fmt: skip
@@ -155,6 +153,7 @@ class TorchTaps:
             return
         if self._patched is None:
             self._patch_call(root)
+        self.watch_for_model()  # the cell may train another model (first_step decides)
         if self._closure is None:
             self._closure = self.door.add("optimizer_pre", self._closure_step, CLOSURE,
                                           on_fail=self.quiet)  # fmt: skip
@@ -291,6 +290,41 @@ class TorchTaps:
             h.remove()
         self._handles = []
 
+    def trains_root(self, optimizer) -> bool:
+        """Whether every parameter ``optimizer`` steps is the root model's: a second optimizer
+        of the same model (modded-nanoGPT's Muon beside Adam, a separate optimizer for the
+        embeddings), whose steps leave the loss one model's, unlike a GAN's second model."""
+        root = self._root() if self._root is not None else None
+        if root is None:
+            return False
+        if self._root_params[0] is not self._root:  # once per root: its weakref and ids only
+            self._root_params = (self._root, {id(p) for p in root.parameters()})
+        ids = self._root_params[1]
+        return all(id(p) in ids for g in optimizer.param_groups for p in g["params"])
+
+    def _watch_calls(self) -> None:
+        """Discovery's hooks: every top-level module call is a root candidate until the
+        clock's first step (``first_step``) or the backward clock (``_backward_clock``)."""
+        self._roots.clear()
+        self._depth = 0
+        door = self.door
+        self._handles = [
+            door.add("forward_pre", self._g_pre, DISCOVERY, on_fail=self.quiet),
+            door.add("forward", self._g_post, DISCOVERY, on_fail=self.quiet),
+        ]
+
+    def watch_for_model(self) -> None:
+        """The root is known, and the next optimizer to step may train another model: the
+        clock optimizer was freed (a second training in one script, a sweep's next Trainer)
+        or a notebook cell began. Discovery watches the calls again; ``first_step`` keeps the
+        root when that optimizer trains it, else takes the model it trains (any thread: the
+        door adds the hooks at a safe point)."""
+        if self.off or self._handles or self._root is None:
+            return
+        self.axes.layer = None  # seen again; the axis the root's calls are counted on stays
+        self._autocast = {}
+        self._watch_calls()
+
     # -- counting (on the sender thread) ------------------------------------------------------
     def count_call(self, args, kwargs) -> tuple[int, int, int]:
         """(tokens, samples, seq_sq) of one root call: metadata only (``shape``, ``dtype``), so
@@ -409,6 +443,13 @@ class TorchTaps:
         # several top-level modules (char-rnn's embedding, LSTM and head), the one fed ids
         fed = next((e for _, e in trained if any(ids for _, ids, *_ in e[1])), best)
         root, calls, nbytes, n = fed
+        if self._root is not None:  # a root was chosen before (watch_for_model)
+            known = self._root()
+            if known is not None and self._patched is not None and any(
+                    e[0] is known for _, e in trained):  # fmt: skip
+                return 0, 0, 0  # the same model: its calls are counted
+            self._forget_counts()  # another model: what the old root queued is not its step
+            self.flop_count.start(new_run=True)  # its FLOPs are counted again
         (counts,) = self._discovered(calls)
         per_call = max(8, nbytes // max(n, 1))  # bytes a queued input holds on to
         self.agent.sender.max_items = max(MIN_QUEUED, min(MAX_QUEUED, DEFER_BYTES // per_call))
@@ -461,9 +502,12 @@ class TorchTaps:
             self._closure = None
         best = max(self._roots.values(), key=_trainable, default=None)
         self._roots.clear()
-        if best is None:
-            self._put(Fallback([]))
+        known = self._root() if self._root is not None else None
+        if best is None or (best[0] is known and self._patched is not None):
+            self._put(Fallback([]))  # no model, or the root's own calls are counted
             return
+        if self._root is not None:  # another model: what the old root queued is not its steps
+            self._forget_counts()
         root, shapes = best[0], best[1]
         counts = self._discovered(shapes, max(calls, 1))
         self._patch_call(root)

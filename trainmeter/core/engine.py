@@ -45,7 +45,8 @@ WINDOW_STEPS = 20  # steps in the "recent" throughput window (about a few second
 EMA_BETA = 0.9
 MAX_NOTES = 20  # notes kept (the newest); each at most MAX_NOTE characters
 MAX_NOTE = 500  # characters of one note (a sentence or two, and a quoted name)
-MAX_SERIES = 64  # distinct series names from training code kept (later names: one note)
+MAX_SERIES = 64  # distinct series names from training code kept (later names: one note;
+# the last place waits for a train loss until one is kept: Engine._series_room)
 MAX_NAME = 200  # characters of a series name or a model string (longer: cut, ending in "…")
 OWN_SERIES = 64  # timeline names for trainmeter's own series (tokens_per_s, mfu/<c>, gpu<i>/...)
 MAX_RANKS = 1024  # distinct ranks kept (one supervisor per node; 1024 leaves room for any node)
@@ -374,7 +375,14 @@ class Engine:
         rank = rec.get("rank", 0)
         if rank not in self.rank_models and len(self.rank_models) >= MAX_RANKS:
             return
+        before = self.rank_models.get(rank)
         self.rank_models[rank] = _bounded_model(rec)
+        if rank == 0 and before is not None and _another_model(before, self.rank_models[rank]):
+            self.counted = None  # the old model's count: the new one's comes at its own step
+            now, was = _model_label(self.rank_models[rank]), _model_label(before)
+            self.note(f"model: another model is trained from step {self.clock.step + 1} on "
+                      f"({now}; before it, {was}): FLOPs per token and MFU are the new "
+                      "model's from then on")  # fmt: skip
         self.model = rank_models.combine(self.rank_models)
         args = {k: v for k, v in self.model.items() if k in _SHAPE_FIELDS}
         self.shape_error = None
@@ -525,7 +533,7 @@ class Engine:
         if len(name) > MAX_NAME:
             name = clip(name, MAX_NAME)
         prev = self.series.get(name)
-        if prev is None and len(self.series) >= MAX_SERIES:
+        if prev is None and len(self.series) >= self._series_room(rec, name):
             if self.first_refused is None:
                 self.first_refused = name
             if len(self.refused_series) < _COUNTED_MAX:
@@ -548,6 +556,16 @@ class Engine:
             self.timeline.clashed += 1
         else:
             self.timeline.append(name, step, value)
+
+    def _series_room(self, rec: dict, name: str) -> int:
+        """How many names the series table holds before the new one, ``name``, is refused:
+        ``MAX_SERIES``, the last place kept for a train loss until one is in the table (a
+        loss emitted after 64 gradient norms is the run's loss all the same; without it the
+        summary said none was reported)."""
+        if len(self.series) < MAX_SERIES - 1 or _train_loss(rec, name):
+            return MAX_SERIES
+        kept = any(_train_loss(v, k) for k, v in self.series.items())
+        return MAX_SERIES if kept else MAX_SERIES - 1
 
     def _on_gpu_devices(self, rec: dict) -> None:
         self.hw.on_devices(rec)
@@ -1057,8 +1075,9 @@ class Engine:
         n = len(self.refused_series)
         if n:
             more = "+" if n >= _COUNTED_MAX else ""
-            out.append(f"series: {n}{more} name(s) past the first {MAX_SERIES} not kept (the "
-                       f"first: {self.first_refused!r}); the run log has them")  # fmt: skip
+            out.append(f"series: {n}{more} name(s) not kept, past the table's {MAX_SERIES} "
+                       "places (the last waits for a train loss until one comes; the first not "
+                       f"kept: {self.first_refused!r}); the run log has them")  # fmt: skip
         if self.timeline.refused_names:
             out.append(f"chart: {self.timeline.refused_names} series past "
                        f"{self.timeline.max_series} not charted")  # fmt: skip
@@ -1119,6 +1138,24 @@ def _scalar(value: Any) -> Any:
     if isinstance(value, int):
         return value if -(2**63) <= value < 2**63 else None
     return None
+
+
+def _another_model(a: dict, b: dict) -> bool:
+    """Whether two model records of one rank describe different models (a second training in
+    one process), not the same one described again."""
+    return any(a.get(k) != b.get(k) for k in ("name", "params", "layers", "width"))
+
+
+def _train_loss(rec: dict, name: str) -> bool:
+    """Whether a series record (or a series table entry) ``name`` is a train loss: its role,
+    the catalog's, or the loss from backward()."""
+    return name == BACKWARD_LOSS or (rec.get("role") or catalog.role(name)) == "train_loss"
+
+
+def _model_label(m: dict) -> str:
+    """``Tiny, 107,520 parameters`` (the name where the record has one)."""
+    params = f"{m['params']:,} parameters" if isinstance(m.get("params"), int) else "no count"
+    return f"{m['name']}, {params}" if m.get("name") else params
 
 
 def _bounded_model(rec: dict) -> dict[str, Any]:
