@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import _env
+from conftest import _env, read_log
 
 pytestmark = pytest.mark.slow
 
@@ -124,6 +124,17 @@ def test_sigint_without_a_terminal_interrupts_once(started, workdir, target):
         os.kill(proc.pid, signal.SIGINT)
     rc, second, step = _cleanup(workdir, proc)
     assert (rc, second) == (130, False) and step >= 20  # exit 130 passed on; one SIGINT
+
+
+def test_sigterm_to_tm_ends_the_run_interrupted_not_failed(started, workdir):
+    # a scheduler's preemption or `kill`: tm passes it on once and dies of it (exit 143 in a
+    # shell); the run was stopped on request, as tm attach says of it (it read "failed")
+    proc = _tm(started, workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(workdir / "ready")
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == -signal.SIGTERM
+    (end,) = [r for r in read_log(workdir) if r["k"] == "run_end"]
+    assert (end["status"], end["exit_code"]) == ("interrupted", -signal.SIGTERM)
 
 
 @pytest.mark.parametrize("target", ["process group", "tm alone"])

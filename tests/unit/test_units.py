@@ -128,6 +128,14 @@ def test_parse_flops_catches_a_missing_prefix():
         parse_flops("312")
 
 
+@pytest.mark.parametrize("text", ["-1", "0", "5M", "-2e9"])
+def test_a_peak_that_no_prefix_would_mend_gets_no_suggestion(text):
+    # "-1" had "did you mean -1T?", which fails too (and reads as a flag)
+    with pytest.raises(ValueError, match="not a plausible peak") as got:
+        parse_flops(text)
+    assert "did you mean" not in str(got.value)
+
+
 @pytest.mark.parametrize(
     ("value", "unit", "digits", "expected"),
     [

@@ -125,9 +125,13 @@ def parse_flops(text: str | float, *, limit: float = MAX_PEAK) -> float:
             f"{quoted(text)} is beyond the largest figure accepted, {_exp(limit)} FLOP/s"
         )
     if value < _MIN_PEAK:
+        # a positive bare number most likely lacks its prefix ("312" for 312T); "-1T" or
+        # "5MT" would be no better
+        bare = value > 0 and str(text).strip()[-1:].isdigit()
+        hint = f"did you mean {text}T? " if bare else ""
         raise ValueError(
             f"{quoted(text)} is {value!r} FLOP/s, not a plausible peak (>= 1 GFLOP/s); "
-            f"did you mean {text}T? Use {_FLOPS_FORMS}"
+            f"{hint}Use {_FLOPS_FORMS}"
         )
     return value
 

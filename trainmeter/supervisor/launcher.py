@@ -108,7 +108,7 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
     apply_exit_files(live, os.path.dirname(path))  # counts an agent could not send at its exit
     if sampler is not None:
         sampler.stop()
-    status = "ok" if rc == 0 else "interrupted" if rc in (-signal.SIGINT, 130) else "error"
+    status = "ok" if rc == 0 else "interrupted" if _interrupted(rc) else "error"
     snap = live.close_run(status, rc)
     _stop(server, path, views)
     if snap is not None:
@@ -125,6 +125,17 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
         _die_like(-rc)
         return 128 - rc
     return rc
+
+
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # a stop asked for, not a fault
+
+
+def _interrupted(rc: int) -> bool:
+    """Whether the child's exit code ``rc`` says it was stopped on request: killed by
+    SIGINT, SIGTERM or SIGHUP (a Ctrl-C, a scheduler's preemption, ``kill``, a closed terminal),
+    or exited 128 + N after handling one (the shell's convention), as ``tm attach`` ends a run
+    stopped by them."""
+    return any(rc in (-int(s), 128 + int(s)) for s in INTERRUPTS)
 
 
 def _drain_agents(live: Live, say=lambda s: None, pending=lambda: False) -> None:
