@@ -173,3 +173,39 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"  # a zombie has exited (its parent, init, reaps it)
+
+
+EXITS = """
+import os, sys
+import torch
+
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(30):
+    model(torch.randn(4, 8)).square().mean().backward()
+    opt.step()
+    opt.zero_grad()
+os._exit(0) if sys.argv[1] == "os._exit" else sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize("how", ["os._exit", "sys.exit"])
+def test_a_process_that_never_closed_its_agent_is_said_to_have_lost_its_tail(workdir, how):
+    # os._exit (and SIGKILL, the OOM killer's) skips the agent's close: its last flush
+    # interval never reaches the log, uncounted; a note says so (it said nothing, 2 of 30 steps)
+    (workdir / "train.py").write_text(EXITS)
+    cmd = [sys.executable, "-m", "trainmeter.cli", "-q", "--no-web", "train.py", how]
+    out = subprocess.run(cmd, cwd=workdir, env=_env(), capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    log = read_log(workdir)
+    (pid,) = [r["pid"] for r in log if r["k"] == "agent_hello"]
+    notes = [r["text"] for r in log if r["k"] == "note" and r["text"].startswith("pid ")]
+    steps = [r["step"] for r in log if r["k"] == "step"]
+    if how == "sys.exit":
+        assert notes == [] and steps == list(range(1, 31))
+        return
+    assert notes == [f"pid {pid}: ended without closing trainmeter's agent (os._exit, SIGKILL "
+                     "such as the OOM killer's, or a crash), so what it had not yet sent (its "
+                     "last steps, up to its last flush, 0.1 s) is neither in the log nor "
+                     "counted"]  # fmt: skip

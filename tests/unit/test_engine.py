@@ -406,6 +406,30 @@ def test_a_train_loss_first_keeps_all_64_places_for_the_rest(loss):
     assert "s63" not in series
 
 
+def test_a_run_whose_process_never_stepped_says_why_there_are_no_steps():
+    """torch.autograd.grad and a manual update (no backward(), no optimizer): 0 steps, and a
+    note that says what clocks a step; none while the run is open, after a failure, or
+    without an agent."""
+    start = ("run_start", 100.0, {"id": "r", "name": "n", "argv": [], "version": "0"})
+    hello = ("agent_hello", 100.5, {"pid": 1, "rank": 0, "world_size": 1})
+    end = ("run_end", 110.0, {"status": "ok", "exit_code": 0})
+
+    def said(*recs):
+        notes = _feed(Engine(), *recs).snapshot()["notes"]
+        return [n for n in notes if n.startswith("steps: none seen")]
+
+    assert said(start, hello) == []  # open: a step may still come
+    crashed = ("run_end", 110.0, {"status": "error", "exit_code": 1})
+    assert said(start, hello, crashed) == []  # it failed first: its error says why
+    assert said(start, end) == []  # no agent: another note says so
+    assert said(start, hello, ("step", 101.0, {"step": 1, "rank": 0}), end) == []
+    assert said(start, hello, end) == [
+        "steps: none seen: no optimizer.step() and no backward() ran in the training process "
+        "(a loop that updates its weights from torch.autograd.grad or torch.func.grad, or one "
+        "that only runs the model, is not clocked), so no tokens, step times or MFU"
+    ]
+
+
 def test_long_series_names_are_cut_with_an_ellipsis():
     from trainmeter.core.engine import MAX_NAME
 

@@ -393,6 +393,20 @@ def test_close_sends_everything_and_the_final_dropped_record_within_the_deadline
     assert _wait(lambda: sup.records("dropped"))
     assert len(sup.records("series")) == 1000
     assert sup.records("dropped")[-1]["counts"] == {"emit value out of range": 1}
+    assert sup.records("dropped")[-1]["final"] is True
+
+
+def test_close_sends_a_final_dropped_record_even_with_nothing_dropped(sup, make):
+    """The supervisor learns the process closed its agent (one that ended by os._exit sends
+    none: supervisor/live.py unclosed_note)."""
+    s = make(sup.path)
+    s.put(_series("x", 1))
+    assert _wait(lambda: sup.records("series"))
+    assert sup.records("dropped") == []  # nothing dropped: no record on the way
+    s.close()
+    assert _wait(lambda: sup.records("dropped"))
+    (last,) = sup.records("dropped")
+    assert (last["counts"], last["final"], last["pid"]) == ({}, True, os.getpid())
 
 
 def test_close_on_a_stalled_socket_counts_queued_series_unencoded_and_keeps_the_steps(

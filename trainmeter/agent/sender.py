@@ -443,18 +443,22 @@ class Sender:
         agg, self.agg = self.agg, None
         return agg.k if agg is not None else 0
 
-    def _queue_drops(self, force: bool) -> None:
+    def _queue_drops(self, force: bool, final: bool = False) -> None:
         """Queue a ``dropped`` record if the counts changed, at most every ``DROP_EVERY`` s
-        (``force``: now, the last one)."""
+        (``force``: now). ``final`` (close()): the last one, sent even when nothing changed and
+        marked ``final``, so the supervisor knows this process closed its agent (one that ended
+        by ``os._exit`` or SIGKILL sends none, and what it had not sent is lost: a note says so)."""
         now = time.monotonic()
         if not force and now - self._drops_at < DROP_EVERY:
             return
         with self._count_lock:
             counts = dict(self.drops)
-        if counts == self._sent_drops:
+        if counts == self._sent_drops and not final:
             return
         rec = {"v": 1, "k": "dropped", "t": time.time(), "source": "agent", "counts": counts,
                "pid": os.getpid(), "rank": self.rank}  # fmt: skip
+        if final:
+            rec["final"] = True
         self.out.add(_line(rec), 0, force=True)
         self._sent_drops, self._drops_at = counts, now
 
@@ -527,7 +531,7 @@ class Sender:
                 self._drain(deadline - 0.25)
             unsent = self.out.cut()  # all but the rest of a line half written
             self.count(UNSENT, unsent)
-            self._queue_drops(force=True)
+            self._queue_drops(force=True, final=True)
             left = self._leave_counts()  # for a supervisor that reads nothing now
             self._drain(deadline)  # a supervisor just resumed reads it
             # written to a socket still connected: a failed connect also empties the buffer
@@ -558,7 +562,7 @@ class Sender:
         if not any(counts.values()) or self._sock is None or not os.path.exists(self.path):
             return False
         rec = {"v": 1, "k": "dropped", "t": time.time(), "source": "agent", "counts": counts,
-               "pid": os.getpid(), "rank": self.rank}  # fmt: skip
+               "pid": os.getpid(), "rank": self.rank, "final": True}  # fmt: skip
         from trainmeter.core.records import EXIT_FILE  # here: the agent's boot never needs it
 
         path = os.path.join(os.path.dirname(self.path), EXIT_FILE.format(pid=os.getpid()))

@@ -1091,6 +1091,11 @@ class Engine:
         if self.bad_counts:
             out.append(f"{self.bad_counts} step, token or sample count(s) outside 0..2**53 "
                        "ignored")  # fmt: skip
+        if self.agents and not self.rank_clocks and self.run["state"] == "finished":
+            out.append("steps: none seen: no optimizer.step() and no backward() ran in the "
+                       "training process (a loop that updates its weights from "
+                       "torch.autograd.grad or torch.func.grad, or one that only runs the "
+                       "model, is not clocked), so no tokens, step times or MFU")  # fmt: skip
         return [clip(n, MAX_NOTE) for n in out]
 
 

@@ -106,6 +106,7 @@ def run_command(cmd: list[str], name: str, opts: dict[str, Any], *, quiet: bool 
     rc = signals.wait(proc)
     _drain_agents(live, say, server.pending)
     apply_exit_files(live, os.path.dirname(path))  # counts an agent could not send at its exit
+    live.unclosed_note()  # an agent that never closed (os._exit, SIGKILL): its tail is lost
     if sampler is not None:
         sampler.stop()
     status = "ok" if rc == 0 else "interrupted" if _interrupted(rc) else "error"

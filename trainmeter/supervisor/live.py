@@ -65,6 +65,7 @@ class Live:
         self._drops_dirty, self._drops_t = False, 0.0
         self._disk_seen = self._disk_written = 0  # RunLog.lost_lines in the engine, in the log
         self._agent_counts: dict[Any, dict[str, int]] = {}  # pid -> its newest agent counts
+        self.closed_pids: set = set()  # pids whose agent's final record came (unclosed_note)
         self._ckpt_end = self._ckpt_size = 0  # the last checkpoint's end in the log, its bytes
         self._ckpt_due = CHECKPOINT_MIN_BYTES  # the log's bytes written when one is due next
 
@@ -86,6 +87,7 @@ class Live:
             self._drops, self._drops_dirty, self._drops_t = {}, False, 0.0
             self._disk_seen = self._disk_written = 0
             self._agent_counts = {}
+            self.closed_pids = set()
             self._ckpt_end = self._ckpt_size = 0
             self._ckpt_due = self.log.written + CHECKPOINT_MIN_BYTES
             job = {"job": self.job} if self.job else {}  # docs/multinode.md
@@ -207,6 +209,8 @@ class Live:
             one = recs[0] if len(recs) == 1 and lines else {}  # an agent's counts, applied:
             if one.get("k") == "dropped" and one["source"] == "agent":  # what exit_counts
                 self._agent_counts[one.get("pid")] = one["counts"]  # compares with
+                if one.get("final"):
+                    self.closed_pids.add(one.get("pid"))
             for why, n in bad.items():  # after the lines: the log's order is the engine's
                 self.count_drop(why, n)
             self._flush_drops()
@@ -263,6 +267,8 @@ class Live:
             if self.log is None:
                 return False
             pid = rec.get("pid")
+            if rec.get("final"):
+                self.closed_pids.add(pid)
             held = self._agent_counts.get(pid, {})
             counts = {k: max(n, held.get(k, 0)) for k, n in {**held, **rec["counts"]}.items()}
             if counts == held:
@@ -380,6 +386,20 @@ class Live:
         self.cond.notify_all()
 
     # -- snapshots out --------------------------------------------------------------------------
+    def unclosed_note(self) -> None:
+        """After the child and its agents are done (``tm``'s end): a note for each training
+        process whose agent sent no final record and left no exit file. It ended without
+        closing its agent (``os._exit``, SIGKILL such as the OOM killer's, a crash in C): what
+        it had not yet sent, its last steps among them, is in neither the log nor a count."""
+        pids = [p for p in self.agent_pids() if p not in self.closed_pids]
+        if not pids:
+            return
+        more = f" and {len(pids) - 8} more" if len(pids) > 8 else ""
+        self.note(f"pid {', '.join(map(str, pids[:8]))}{more}: ended without closing "
+                  "trainmeter's agent (os._exit, SIGKILL such as the OOM killer's, or a crash), "
+                  "so what it had not yet sent (its last steps, up to its last flush, 0.1 s) is "
+                  "neither in the log nor counted")  # fmt: skip
+
     def agent_pids(self) -> list[int]:
         """Pids of the agents that said hello in this run (the training processes)."""
         with self.cond:
