@@ -415,7 +415,9 @@ class TorchTaps:
     def first_step(self, optimizer, args=(), kwargs=None) -> tuple[int, int, int]:
         """The clock's first step (step_clock.py): the root is the top-level module sharing
         the most parameters with ``optimizer``; returns discovery's (tokens, samples, seq_sq)
-        for it. Warm-up ends here (spans.py), and the rank is read from ``torch.distributed``."""
+        for it. Warm-up ends here (spans.py), and the rank is read from ``torch.distributed``.
+        A later clock (``watch_for_model``) keeps a root it trains, whose patched call counted
+        the step ((0, 0, 0) here), and otherwise takes the model it trains as the new root."""
         self._spans("first_step")
         self._distributed_rank()
         self.backward.watching = False  # an optimizer clocks the steps
