@@ -1,8 +1,8 @@
 """Patterns a new user's trial found beyond the zoo, in process: a sequence-first LSTM fed a
-PackedSequence, token ids under another keyword (fairseq's ``src_tokens``), a model made of
-separate top-level modules (char-rnn), a validation written without ``no_grad``, a classifier
-head that is no MLP, and ``torch.autograd.backward`` on a list of losses. Counts by hand in
-the comments."""
+PackedSequence, a model whose own call takes a PackedSequence, token ids under another keyword
+(fairseq's ``src_tokens``), a model made of separate top-level modules (char-rnn), a validation
+written without ``no_grad``, a classifier head that is no MLP, and ``torch.autograd.backward``
+on a list of losses. Counts by hand in the comments."""
 
 import time
 
@@ -55,6 +55,38 @@ def test_a_sequence_first_lstm_fed_a_packed_sequence_reads_its_batch_axis(taps):
     assert [(t, s) for _, t, s in _steps(taps)] == [(24, 6)] * 3  # 4 x 6 tokens, 6 samples
     (model,) = taps.agent.models
     assert model["seq_len"] == 4 and model["batch_axis"] == 1
+
+
+def test_a_packed_sequence_given_to_the_model_counts_its_sequences_as_samples(taps):
+    """The model's own call takes a PackedSequence of token ids (pack_sequence outside it):
+    its data is every position one after another, so its first axis is no batch (samples
+    read as tokens and the length as 1). By hand, lengths 3, 2, 2, 1: batch_sizes 4, 3, 1;
+    8 tokens, 4 samples, seq_sq 9 + 4 + 4 + 1 = 18 = 1 x 4 + 3 x 3 + 5 x 1."""
+
+    class Packed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.gru, self.out = nn.Embedding(10, 4), nn.GRU(4, 8), nn.Linear(8, 3)
+
+        def forward(self, packed):
+            e = nn.utils.rnn.PackedSequence(
+                self.emb(packed.data),
+                packed.batch_sizes,
+                packed.sorted_indices,
+                packed.unsorted_indices,
+            )
+            return self.out(self.gru(e)[1][-1])
+
+    torch.manual_seed(0)
+    seqs = [torch.randint(0, 10, (n,)) for n in (2, 3, 1, 2)]  # unsorted: enforce_sorted off
+    batches = [nn.utils.rnn.pack_sequence(seqs, enforce_sorted=False) for _ in range(3)]
+    _fit(Packed(), batches, lambda m, x: m(x).logsumexp(-1).mean())
+    assert [(t, s) for _, t, s in _steps(taps)] == [(8, 4)] * 3
+    reader = taps.agent.sender.reader
+    assert taps.count_call((batches[0],), {}) == (8, 4, 18)  # the sender's count of a call
+    assert reader.batch_axis == 0
+    (model,) = taps.agent.models
+    assert model["seq_len"] == 2  # the first batch's positions per sample: 8 // 4
 
 
 def test_token_ids_under_another_keyword_are_counted(taps):

@@ -81,11 +81,50 @@ def batch_first(module) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+class PackedShape(tuple):
+    """The shape of a ``PackedSequence``'s data (``(total, ...)``: every sequence's positions
+    one after another), with what :func:`count` needs of its ``batch_sizes`` (per time step,
+    the sequences still running): ``samples``, the sequences (the first batch size), and
+    ``seq_sq``, the sum over them of the squared length, ``sum over t of (2t + 1) x
+    batch_sizes[t]`` (a length ``L`` is the sum of ``2t + 1`` for ``t < L``)."""
+
+    samples: int
+    seq_sq: int
+
+
+class PackedInput:
+    """A ``PackedSequence`` given to the root model, as the taps read an input tensor:
+    ``shape`` (a :class:`PackedShape`), ``dtype``, ``element_size()`` and ``numel()`` of its
+    data. Its ``batch_sizes`` is always a CPU tensor: reading it is a host read, no sync."""
+
+    __slots__ = ("data", "shape")
+
+    def __init__(self, packed) -> None:
+        self.data = packed.data
+        sizes = [int(b) for b in packed.batch_sizes.tolist()]
+        shape = PackedShape(packed.data.shape)
+        shape.samples = sizes[0] if sizes else 0
+        shape.seq_sq = sum((2 * t + 1) * b for t, b in enumerate(sizes))
+        self.shape = shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    def element_size(self) -> int:
+        return self.data.element_size()
+
+    def numel(self) -> int:
+        return self.data.numel()
+
+
 def count(shape, tokens: bool, axis: int) -> tuple[int, int, int]:
     """``(tokens, samples, seq_sq)`` of one input of ``shape``: samples are the size of the
     batch ``axis`` (1 for a tensor with no such axis); when the input holds token ids
     (``tokens``), every position is a token and ``seq_sq`` = tokens x positions per sample
     (the sum over its sequences of the squared sequence length); else no tokens."""
+    if isinstance(shape, PackedShape):  # its sequences, not its positions, are the samples
+        return (shape[0], shape.samples, shape.seq_sq) if tokens else (0, shape.samples, 0)
     samples = shape[axis] if len(shape) > axis else 1
     if not tokens:
         return 0, samples, 0

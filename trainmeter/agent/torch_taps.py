@@ -50,7 +50,7 @@ from trainmeter.agent.hooks import Door
 from trainmeter.agent.importhook import cancel, when_imported
 from trainmeter.agent.pad_tokens import pad_counter
 from trainmeter.agent.sender import FORGET
-from trainmeter.agent.shapes import BatchAxes, count
+from trainmeter.agent.shapes import BatchAxes, PackedInput, count
 from trainmeter.agent.spans import Spans
 from trainmeter.agent.step_clock import StepClock, has_closure
 
@@ -79,6 +79,8 @@ class TorchTaps:
         self.tensor_type = torch.Tensor
         self.int_dtypes = (torch.int64, torch.int32)
         self.is_grad_enabled = torch.is_grad_enabled
+        rnn = getattr(getattr(getattr(torch, "nn", None), "utils", None), "rnn", None)
+        self.packed_type = getattr(rnn, "PackedSequence", None)  # a tuple: read apart
         self.off = False
         self.door = Door(torch)  # every torch hook of the taps goes through it (hooks.py)
         self.door.on_defer = self._flush_soon
@@ -362,6 +364,8 @@ class TorchTaps:
                 return first
             if isinstance(first, dict):
                 kwargs = first
+            elif self.packed_type is not None and isinstance(first, self.packed_type):
+                return PackedInput(first)  # sequences packed: its data's first axis is no batch
             elif isinstance(first, (list, tuple)) and first:
                 return first[0] if isinstance(first[0], tensor) else None
             else:
