@@ -356,6 +356,26 @@ def test_a_new_model_with_a_new_optimizer_is_counted_and_described_from_its_firs
     assert taps.clock._hook is None  # the new clock's watch is over: no Python per step
 
 
+def test_a_new_training_started_by_a_framework_is_clocked_while_the_old_optimizer_lives(taps):
+    """Lightning's second fit, a script's second HF Trainer: the first optimizer is still
+    referenced (the framework's objects hold it), so nothing frees the clock; the framework
+    tap calls new_training() first. Without it model B's 4 steps were not counted at all."""
+    a = _mlp()
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.1)
+    _train(a, opt_a, 3, (2, 5))
+    taps.new_training()  # Trainer.fit / Trainer.train is called again
+    b = torch.nn.Sequential(torch.nn.Embedding(10, 16), torch.nn.Linear(16, 10))
+    opt_b = torch.optim.SGD(b.parameters(), lr=0.1)
+    _train(b, opt_b, 4, (4, 7))
+    taps.new_training()  # and a third time on model A, whose optimizer is still alive
+    _train(a, opt_a, 2, (2, 5))
+    steps, _ = taps.agent.sender.counts()
+    assert steps == [(1, 10, 2), (2, 10, 2), (3, 10, 2), (4, 28, 4), (5, 28, 4), (6, 28, 4),
+                     (7, 28, 4), (8, 10, 2), (9, 10, 2)]  # fmt: skip
+    assert [m["params"] for m in taps.agent.models] == [170, 330, 170]  # A, B, A again
+    assert opt_a is not None
+
+
 def test_an_optimizer_freed_with_no_other_after_it_says_nothing(taps):
     """A script's main() returns and frees its optimizer before the agent's exit: no note
     (gpu_check's loss loop on an H200 showed one at every such exit)."""

@@ -474,3 +474,39 @@ def test_wrapped_once_signature_kept_and_detach_puts_the_originals_back(taps):
     assert lc._LoggerConnector.log_metrics is original_log
     assert lc.convert_tensors_to_scalars is original_convert
     assert hf.Trainer.log is original_hf
+
+
+@pytest.mark.parametrize(
+    ("module", "method"),
+    [("transformers.trainer", "train"), ("lightning.pytorch.trainer.trainer", "fit")],
+)
+def test_each_framework_training_tells_the_torch_taps_before_it_starts(taps, module, method):
+    """A second HF train() or Lightning fit() keeps its first optimizer alive (in its objects):
+    the torch taps hear of each start first, so the next optimizer to step clocks the steps
+    (a second fit of 300 steps showed the first fit's 10)."""
+    t = taps()
+    mod = types.ModuleType(module)
+    order = []
+
+    class Trainer:
+        def log(self, logs, start_time=None):
+            return None
+
+        def run(self, *args, **kwargs):
+            order.append(("ran", args, kwargs))
+            return SENTINEL
+
+    setattr(Trainer, method, Trainer.run)
+    mod.Trainer = Trainer
+    t.agent.torch_taps = types.SimpleNamespace(new_training=lambda: order.append("told"))
+    t.attach(mod)
+    trainer = Trainer()
+    assert getattr(trainer, method)(1, ckpt_path="x") is SENTINEL  # as it returns
+    assert getattr(trainer, method)() is SENTINEL
+    assert order == ["told", ("ran", (1,), {"ckpt_path": "x"}), "told", ("ran", (), {})]
+
+    def broken():
+        raise RuntimeError("a bug of ours")
+
+    t.agent.torch_taps = types.SimpleNamespace(new_training=broken)
+    assert getattr(trainer, method)() is SENTINEL  # the training starts all the same

@@ -495,15 +495,15 @@ def test_another_model_drops_the_old_counted_flops_and_says_so():
     eng = _feed(_run(), _counted("sdpa"))
     _feed(eng, ("model", 105.5, MODEL))  # the same model again (a new notebook cell)
     assert eng.snapshot()["flops_counted"]["flops"] == 6000.0
-    assert not [n for n in eng.snapshot()["notes"] if n.startswith("model: another")]
+    assert not [n for n in eng.snapshot()["notes"] if n.startswith("model: ")]
     bigger = {**MODEL, "params": 4000, "width": 16}  # hf: 6 x (4000 - 100) = 23,400 FLOP/token
     _feed(eng, ("model", 106.0, bigger))
     snap = eng.snapshot()
     assert snap["flops_counted"] is None and snap["flops_per_token_counted"] is None
     assert snap["flops_per_token"]["hf"] == 23400
-    assert [n for n in snap["notes"] if n.startswith("model: another")] == [
-        "model: another model is trained from step 4 on (4,000 parameters; before it, 1,000 "
-        "parameters): FLOPs per token and MFU are the new model's from then on"
+    assert [n for n in snap["notes"] if n.startswith("model: ")] == [
+        "model: the training process went on to train another model (4,000 parameters; before "
+        "it, 1,000 parameters): FLOPs per token and MFU are the new model's from then on"
     ]
 
 

@@ -31,6 +31,11 @@ What is wrapped, and why there:
   ``fit_loop.epoch_loop._batches_that_stepped`` (= ``trainer.global_step`` as seen inside
   ``training_step``: the step *before* that batch's optimizer step).
 
+- Both: the call that starts a training (HF ``Trainer.train``, Lightning ``Trainer.fit``), to
+  tell the torch taps before it runs (``TorchTaps.new_training``): a second training in one
+  process keeps the first one's optimizer alive in the framework's objects, so without it the
+  step clock stayed with an optimizer that no longer steps.
+
 Only the main process records (HF ``state.is_world_process_zero``, Lightning
 ``trainer.is_global_zero``), as the frameworks' own loggers do.
 
@@ -53,9 +58,11 @@ from trainmeter.agent.trackers import _MARK, TrackerTaps
 
 _LIGHTNING = ("lightning.pytorch", "pytorch_lightning")
 _CONNECTOR = "trainer.connectors.logger_connector.logger_connector"
+_FIT = "trainer.trainer"  # Lightning's Trainer (its fit starts a training: _on_training_start)
 HF_TRAINER = "transformers.trainer"
 # The modules whose import attaches a tap (runtime.install registers them with when_imported).
-MODULES = (HF_TRAINER, *(f"{package}.{_CONNECTOR}" for package in _LIGHTNING))
+MODULES = (HF_TRAINER, *(f"{package}.{_CONNECTOR}" for package in _LIGHTNING),
+           *(f"{package}.{_FIT}" for package in _LIGHTNING))  # fmt: skip
 
 
 class FrameworkTaps(TrackerTaps):
@@ -82,6 +89,11 @@ class FrameworkTaps(TrackerTaps):
             trainer = getattr(module, "Trainer", None)
             if trainer is not None:
                 self._wrap(trainer, "log", self._on_trainer_log, "transformers")
+                self._before(trainer, "train", "transformers")
+        elif name.endswith(_FIT):
+            trainer = getattr(module, "Trainer", None)
+            if trainer is not None:
+                self._before(trainer, "fit", "lightning")
         elif name.endswith(_CONNECTOR):
             connector = getattr(module, "_LoggerConnector", None)
             wrapped = connector is not None and self._wrap(
@@ -89,6 +101,31 @@ class FrameworkTaps(TrackerTaps):
             )
             if wrapped:  # Lightning's own numbers, where it makes them for its loggers
                 self._watch_conversion(module)
+
+    def _before(self, owner: object, attr: str, source: str) -> None:
+        """Put a wrapper on ``owner.attr`` (HF ``Trainer.train``, Lightning ``Trainer.fit``)
+        that tells the torch taps a training starts before the original runs: a second one in
+        one process (a sweep, a fit to continue, another model) keeps its first optimizer alive
+        in the framework's objects, so the clock would stay with an optimizer that no longer
+        steps (torch_taps.py ``new_training``)."""
+        original = getattr(owner, attr, None)
+        if original is None or getattr(original, _MARK, False):
+            return
+        taps, entry = self, f"{source} tap"
+
+        @functools.wraps(original)
+        def wrapper(*args, **kwargs):
+            if not taps.off and taps.agent.armed and not guard.is_off(entry):
+                try:
+                    torch_taps = getattr(taps.agent, "torch_taps", None)
+                    if torch_taps is not None:
+                        torch_taps.new_training()
+                except Exception as exc:  # never-raise invariant: the training still starts
+                    guard.failed(entry, exc)
+            return original(*args, **kwargs)
+
+        setattr(wrapper, _MARK, True)
+        self._set(owner, attr, wrapper, original)
 
     def _watch_conversion(self, module: types.ModuleType) -> None:
         """Keep a copy of what Lightning's ``convert_tensors_to_scalars`` returns inside a

@@ -315,6 +315,16 @@ class TorchTaps:
             door.add("forward", self._g_post, DISCOVERY, on_fail=self.quiet),
         ]
 
+    def new_training(self) -> None:
+        """A framework starts a training (Lightning's ``fit``, the HF Trainer's ``train``;
+        frameworks.py): after the first, the next optimizer to step becomes the clock, as at a
+        notebook cell's start, and discovery watches for another model. The first keeps the
+        usual discovery. Called outside any optimizer step."""
+        if self.off or self.clock.clock_id is None:
+            return
+        self.clock.watch()
+        self.watch_for_model()
+
     def watch_for_model(self) -> None:
         """The root is known, and the next optimizer to step may train another model: the
         clock optimizer was freed (a second training in one script, a sweep's next Trainer)

@@ -380,9 +380,9 @@ class Engine:
         if rank == 0 and before is not None and _another_model(before, self.rank_models[rank]):
             self.counted = None  # the old model's count: the new one's comes at its own step
             now, was = _model_label(self.rank_models[rank]), _model_label(before)
-            self.note(f"model: another model is trained from step {self.clock.step + 1} on "
-                      f"({now}; before it, {was}): FLOPs per token and MFU are the new "
-                      "model's from then on")  # fmt: skip
+            self.note(f"model: the training process went on to train another model ({now}; "
+                      f"before it, {was}): FLOPs per token and MFU are the new model's from "
+                      "then on")  # fmt: skip
         self.model = rank_models.combine(self.rank_models)
         args = {k: v for k, v in self.model.items() if k in _SHAPE_FIELDS}
         self.shape_error = None
