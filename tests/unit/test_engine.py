@@ -503,7 +503,9 @@ def test_another_model_drops_the_old_counted_flops_and_says_so():
     assert snap["flops_per_token"]["hf"] == 23400
     assert [n for n in snap["notes"] if n.startswith("model: ")] == [
         "model: the training process went on to train another model (4,000 parameters; before "
-        "it, 1,000 parameters): FLOPs per token and MFU are the new model's from then on"
+        "it, 1,000 parameters): FLOPs per token and MFU are the new model's from then on, and "
+        "FLOPs spent and the run-average MFU count every token of the run at the new model's "
+        "FLOPs per token"
     ]
 
 

@@ -382,7 +382,8 @@ class Engine:
             now, was = _model_label(self.rank_models[rank]), _model_label(before)
             self.note(f"model: the training process went on to train another model ({now}; "
                       f"before it, {was}): FLOPs per token and MFU are the new model's from "
-                      "then on")  # fmt: skip
+                      "then on, and FLOPs spent and the run-average MFU count every token of "
+                      "the run at the new model's FLOPs per token")  # fmt: skip
         self.model = rank_models.combine(self.rank_models)
         args = {k: v for k, v in self.model.items() if k in _SHAPE_FIELDS}
         self.shape_error = None
