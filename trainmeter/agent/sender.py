@@ -455,12 +455,16 @@ class Sender:
             counts = dict(self.drops)
         if counts == self._sent_drops and not final:
             return
+        self.out.add(_line(self._dropped(counts, final)), 0, force=True)
+        self._sent_drops, self._drops_at = counts, now
+
+    def _dropped(self, counts: dict, final: bool) -> dict:
+        """The agent's ``dropped`` record of ``counts`` (``final``: its close's last)."""
         rec = {"v": 1, "k": "dropped", "t": time.time(), "source": "agent", "counts": counts,
                "pid": os.getpid(), "rank": self.rank}  # fmt: skip
         if final:
             rec["final"] = True
-        self.out.add(_line(rec), 0, force=True)
-        self._sent_drops, self._drops_at = counts, now
+        return rec
 
     def _shed(self, rec: dict) -> bool:
         """Whether this series point is beyond its name's ``shed_rate`` this second (counted;
@@ -561,8 +565,7 @@ class Sender:
             counts = dict(self.drops)
         if not any(counts.values()) or self._sock is None or not os.path.exists(self.path):
             return False
-        rec = {"v": 1, "k": "dropped", "t": time.time(), "source": "agent", "counts": counts,
-               "pid": os.getpid(), "rank": self.rank, "final": True}  # fmt: skip
+        rec = self._dropped(counts, final=True)
         from trainmeter.core.records import EXIT_FILE  # here: the agent's boot never needs it
 
         path = os.path.join(os.path.dirname(self.path), EXIT_FILE.format(pid=os.getpid()))

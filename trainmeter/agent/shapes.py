@@ -101,7 +101,7 @@ class PackedInput:
 
     def __init__(self, packed) -> None:
         self.data = packed.data
-        sizes = [int(b) for b in packed.batch_sizes.tolist()]
+        sizes = packed.batch_sizes.tolist()  # ints
         shape = PackedShape(packed.data.shape)
         shape.samples = sizes[0] if sizes else 0
         shape.seq_sq = sum((2 * t + 1) * b for t, b in enumerate(sizes))

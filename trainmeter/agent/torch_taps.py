@@ -304,6 +304,17 @@ class TorchTaps:
         ids = self._root_params[1]
         return all(id(p) in ids for g in optimizer.param_groups for p in g["params"])
 
+    def _same_root(self, modules) -> bool:
+        """Whether one of ``modules`` (what a later clock trains) is the root already counted
+        by its patched call (``watch_for_model``). If not, and a root was chosen before, what
+        it queued since the last step is forgotten: it is not the new model's step."""
+        known = self._root() if self._root is not None else None
+        if known is not None and self._patched is not None and any(m is known for m in modules):
+            return True
+        if self._root is not None:
+            self._forget_counts()
+        return False
+
     def _watch_calls(self) -> None:
         """Discovery's hooks: every top-level module call is a root candidate until the
         clock's first step (``first_step``) or the backward clock (``_backward_clock``)."""
@@ -459,12 +470,9 @@ class TorchTaps:
         # several top-level modules (char-rnn's embedding, LSTM and head), the one fed ids
         fed = next((e for _, e in trained if any(ids for _, ids, *_ in e[1])), best)
         root, calls, nbytes, n = fed
-        if self._root is not None:  # a root was chosen before (watch_for_model)
-            known = self._root()
-            if known is not None and self._patched is not None and any(
-                    e[0] is known for _, e in trained):  # fmt: skip
-                return 0, 0, 0  # the same model: its calls are counted
-            self._forget_counts()  # another model: what the old root queued is not its step
+        if self._same_root(e[0] for _, e in trained):
+            return 0, 0, 0  # its patched call counted the step
+        if self._root is not None:  # another model than the one chosen before
             self.flop_count.start(new_run=True)  # its FLOPs are counted again
         (counts,) = self._discovered(calls)
         per_call = max(8, nbytes // max(n, 1))  # bytes a queued input holds on to
@@ -518,12 +526,9 @@ class TorchTaps:
             self._closure = None
         best = max(self._roots.values(), key=_trainable, default=None)
         self._roots.clear()
-        known = self._root() if self._root is not None else None
-        if best is None or (best[0] is known and self._patched is not None):
+        if best is None or self._same_root([best[0]]):
             self._put(Fallback([]))  # no model, or the root's own calls are counted
             return
-        if self._root is not None:  # another model: what the old root queued is not its steps
-            self._forget_counts()
         root, shapes = best[0], best[1]
         counts = self._discovered(shapes, max(calls, 1))
         self._patch_call(root)
