@@ -34,17 +34,29 @@ def _step_rows(rows: StepRows) -> bytes:
     """The CSV rows of a :class:`StepRows`, the bytes ``csv.writer`` writes for each point
     (a name quoted as the writer quotes it, ``str`` of a step, ``repr`` of a time and of a
     value), the numbers written a batch at a time (:mod:`trainmeter.exports.numtext`): each
-    line is three pieces, its series' name, its row's ``step,t`` and its own value."""
-    m, per = len(rows.step), 3 * len(rows.names)
-    if not (m and per):
+    row's lines are one ``%`` of its format (:func:`_row_format`), with its ``step,t`` before
+    each of its values, so no Python runs per line."""
+    if not (rows.step and rows.names):
         return b""
-    pieces: list[bytes] = [b""] * (per * m)
     st = _step_t(rows.step, rows.t)
-    for p, (name, values) in enumerate(zip(rows.names, _values(rows.cols), strict=True)):
-        pieces[3 * p :: per] = [_quoted(name)] * m
-        pieces[3 * p + 1 :: per] = st
-        pieces[3 * p + 2 :: per] = values
-    return b"".join(pieces)
+    args: list = []
+    for values in _values(rows.cols):
+        args += (st, values)
+    return b"".join(map(_row_format(rows.names).__mod__, zip(*args, strict=True)))
+
+
+def _row_format(names: tuple[str, ...]) -> bytes:
+    """``b"<name>,%b,%b\r\n"`` for each of ``names`` (the name quoted, its ``%`` doubled):
+    one row's lines, filled with ``(step,t, value)`` for each name in turn."""
+    got = _FORMATS.get(names)
+    if got is None:
+        got = b"".join(_quoted(n).replace(b"%", b"%%") + b"%b,%b\r\n" for n in names)
+        if len(_FORMATS) < 64:
+            _FORMATS[names] = got
+    return got
+
+
+_FORMATS: dict[tuple[str, ...], bytes] = {}
 
 
 def _step_t(steps: list, ts: list) -> list[bytes]:
@@ -56,24 +68,19 @@ def _step_t(steps: list, ts: list) -> list[bytes]:
 
 
 def _values(cols: list[list]) -> list[list[bytes]]:
-    """``b",<value>\r\n"`` of each row, for each column: all columns' numbers in one call
-    where their text is Python's, else a column at a time."""
+    """The text of each value, for each column: all columns' numbers in one call where their
+    text is Python's, else a column at a time."""
     got = numtext.json_text(cols)
     if got is None:
         return [_column(col) for col in cols]
-    return [_lines(text) for text in got[2:-2].split(b"],[")]
+    return [text.split(b",") for text in got[2:-2].split(b"],[")]
 
 
 def _column(col: list) -> list[bytes]:
     got = numtext.json_text(col)
     if got is None:
-        return [f",{y!r}\r\n".encode() for y in col]
-    return _lines(got[1:-1])
-
-
-def _lines(text: bytes) -> list[bytes]:
-    """``b"1,2.5"`` as ``[b",1\r\n", b",2.5\r\n"]``."""
-    return (b"," + text.replace(b",", b"\r\n,") + b"\r\n").splitlines(keepends=True)
+        return [repr(y).encode() for y in col]
+    return got[1:-1].split(b",")
 
 
 def _quoted(name: str) -> bytes:
