@@ -20,16 +20,18 @@ def _env(extra=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT), env.get("PYTHONPATH", "")] if p)
     env.pop("TRAINMETER_SOCKET", None)
+    env.update(ONE_THREAD)
     env.update(extra or {})
     return env
 
 
-# One intra-op thread: a plain torch process loaded by other work gave, once in CI, a loss one
-# float32 ULP off its own value in every other run (the HF Trainer's step 1: 3.889193535 against
-# 3.889193296 in 15 runs here, plain, under tm and with --no-tap alike): a reduction split over a
-# different thread team. Comparisons of losses to the last digit (the same-numerics invariant) pass
-# this to both runs, so that they compare trainmeter against the same numerics, not two thread
-# schedules.
+# One intra-op thread in every process a test starts: torch's CPU kernels over two threads are not
+# the same numbers run to run on a loaded machine (a reduction split over another thread team). The
+# HF Trainer's step 1 gave, once in CI, 3.889193535 against 3.889193296 in 15 runs; the example's
+# tiny GPT (--batch-size 2 --seq-len 64 --grad-accum 2), run plain beside two busy loops, printed
+# another step 2 or 3 loss in 1 of 12 and 1 of 20 runs, and in 0 of 20 with one thread. The tests
+# that compare losses to the last digit (the same-numerics invariant) compare trainmeter against
+# the same numerics this way, not two thread schedules.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 

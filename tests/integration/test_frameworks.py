@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, ONE_THREAD, read_log, run_jobs, run_plain, run_tm
+from conftest import FIXTURES, read_log, run_jobs, run_plain, run_tm
 
 from trainmeter.agent.frameworks import FrameworkTaps
 
@@ -62,10 +62,7 @@ def _job(name: str, root: Path) -> dict:
     workdir = root / name
     workdir.mkdir()
     cmd = [FIXTURES / script, *args]
-    if flags is None:  # one thread each: the same numerics in every run (conftest.ONE_THREAD)
-        out = run_plain(cmd, workdir, env=ONE_THREAD)
-    else:
-        out = run_tm([*flags, *cmd], workdir, env=ONE_THREAD)
+    out = run_plain(cmd, workdir) if flags is None else run_tm([*flags, *cmd], workdir)
     job = {"out": out, "dir": workdir}
     reported = workdir / ("trainer.json" if script.startswith("hf") else "lightning.json")
     if reported.exists():  # what the framework itself reported, written by the script

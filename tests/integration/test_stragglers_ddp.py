@@ -9,7 +9,7 @@ import re
 import sys
 
 import pytest
-from conftest import FIXTURES, ONE_THREAD, read_log, run_tm
+from conftest import FIXTURES, read_log, run_tm
 
 pytest.importorskip("torch")
 
@@ -23,7 +23,7 @@ SLOW = 2
 def _run(workdir, steps: int, *args: str) -> tuple[str, list[dict]]:
     """The fixture under ``tm`` with 4 ranks; (its stdout, its run log's records)."""
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"]
-    out = run_tm(["-q", "--", *launch, SCRIPT, "--steps", steps, *args], workdir, env=ONE_THREAD)
+    out = run_tm(["-q", "--", *launch, SCRIPT, "--steps", steps, *args], workdir)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout, read_log(workdir)
 
