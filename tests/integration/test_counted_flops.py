@@ -151,6 +151,55 @@ def test_the_count_is_sent_once_and_leaves_no_hook_behind(fresh_guard):
     assert _hooks() == before
 
 
+def _distil(steps: int, agent=None, eval_after: int | None = None) -> list[float]:
+    """The distillation tutorial's order: a frozen teacher (eval(), no gradients) run under
+    ``no_grad`` before the student, the root; with ``eval_after`` an evaluation after that
+    step, the student in ``eval()``, calling the teacher too. Returns the losses."""
+    taps = None
+    if agent is not None:
+        taps = TorchTaps(agent, torch)
+        taps.attach()
+    torch.manual_seed(0)
+    teacher = torch.nn.Sequential(torch.nn.Embedding(11, 8), torch.nn.Linear(8, 20),
+                                  torch.nn.Linear(20, 11)).eval().requires_grad_(False)  # fmt: skip
+    student = torch.nn.Sequential(torch.nn.Embedding(11, 6), torch.nn.Linear(6, 11))
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    out = []
+    for s in range(steps):
+        x = (torch.arange(15).view(3, 5) * (s + 1)) % 11
+        with torch.no_grad():
+            soft = teacher(x).softmax(-1)
+        logits = student(x)
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, 11), soft.view(-1, 11))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        out.append(loss.item())
+        if s + 1 == eval_after:
+            student.eval()
+            with torch.no_grad():
+                out.append(float(teacher(x).sum() + student(x).sum()))
+            student.train()
+    student(x)  # one more module call: the counter removes its last hooks here
+    if taps is not None:
+        taps.detach()
+    return out
+
+
+@pytest.mark.parametrize("eval_after", [None, 2])
+def test_a_frozen_teacher_run_before_the_student_is_counted_in_its_step(fresh_guard, eval_after):
+    before = _hooks()
+    agent = _Agent()
+    assert _distil(5, agent, eval_after) == _distil(5, None, eval_after)  # numerics unchanged
+    sent = [f for k, f in agent.records if k == "flops_counted"]
+    # by hand, per token: the teacher's forward 2*8*20 + 2*20*11 = 760; the student's Linear
+    # 6 -> 11 forward 2*6*11 = 132, x3 with its backward (the embeddings are lookups): 396;
+    # 15 tokens. The evaluation after step 2 (the student in eval()) is not in the window.
+    assert len(sent) == 1 and sent[0]["step"] == 3 and sent[0]["tokens"] == 15
+    assert sent[0]["flops"] == (760 + 396) * 15
+    assert _hooks() == before
+
+
 def test_after_the_count_the_loop_runs_with_no_counter_hook(fresh_guard):
     agent = _Agent()
     taps = TorchTaps(agent, torch)

@@ -1,8 +1,9 @@
 """Knowledge distillation in the style of the PyTorch knowledge-distillation tutorial: a frozen
 teacher (teacher.eval(), requires_grad_(False), its forward under torch.no_grad()) and a
 student trained on soft targets (KL divergence at temperature T) plus the hard labels; guards
-that the student is the root model (its parameters, its tokens) and that the teacher's
-evaluation is not training time or tokens."""
+that the student is the root model (its parameters, its tokens), that the teacher's
+evaluation is not training time or tokens, and that the counted step includes the teacher's
+forward, run before the student's (executed work)."""
 
 import torch
 import torch.nn as nn
@@ -57,4 +58,8 @@ zoo(
     params=sum(p.numel() for p in student.parameters()),
     losses=losses,
     loss_series="backward_loss",
+    # by hand: the teacher's forward, 2 m n a Linear (32 -> 128 -> V); the student's forward
+    # and backward, 3 x 2 m n (16 -> 32 -> V; its first Linear's input needs a gradient, for
+    # the embedding); the embeddings are lookups, GELU and the losses are not products
+    counted_flops=(2 * (32 * 128 + 128 * V) + 3 * 2 * (16 * 32 + 32 * V)) * B * T,
 )

@@ -2,10 +2,11 @@
 "Counted FLOPs").
 
 Once per run, the clock optimizer's ``COUNT_STEP``-th step runs under
-``torch.utils.flop_counter.FlopCounterMode(display=False)``: the mode is entered at the root
-model's first training forward of that step and left at that step's optimizer pre-hook (or
-later, as the next paragraph says), so it sees the step's forwards (every micro-batch) and
-backwards, and not the optimizer's own update.
+``torch.utils.flop_counter.FlopCounterMode(display=False)``: the mode is entered at the step's
+first module call (the root model's first training forward, or a module outside the root called
+before it: a frozen teacher, a VAE encoding the images a diffusion model is trained on) and left
+at that step's optimizer pre-hook (or later, as the next paragraph says), so it sees the step's
+forwards (every micro-batch) and backwards, and not the optimizer's own update.
 The result (FLOP of the step, and the step's tokens and samples from the agent's own count,
 which the sender writes in when it reads that step: ``await_step``) goes out as one
 ``flops_counted`` record; the engine divides them (FLOPs per token, and per sample for any
@@ -101,6 +102,8 @@ class FlopCount:
         self._forwards = 0
         self._aside = 0  # root forwards without gradients running now (not counted)
         self._thread = None  # the thread that entered the mode (only it may leave it)
+        self._armed_on = None  # the thread the clock armed the count on
+        self._inside: set[int] = set()  # ids of the root's modules, taken when armed
         self._error: BaseException | None = None
 
     # -- called by the taps (never from inside a hook of torch's) ----------------------------
@@ -128,6 +131,9 @@ class FlopCount:
                 self._finish(reason)
                 return
             self.state = "armed"
+            self._armed_on = threading.get_ident()  # the training thread: the step's own
+            root = self.taps._root() if self.taps._root is not None else None
+            self._inside = {id(m) for m in root.modules()} if root is not None else set()
             self._add("fwd", "forward_pre", self._on_forward)
         except Exception as exc:
             self._fail(exc)
@@ -151,7 +157,8 @@ class FlopCount:
 
     # -- hooks (each guarded by the door) ---------------------------------------------------
     def _on_forward(self, module, args) -> None:
-        """Global module pre-hook: enter the mode at the root's first training forward; leave
+        """Global module pre-hook: enter the mode at the step's first module call (the root's
+        first training forward, or a module called before it, :meth:`_before_root`); leave
         it at the first module call after a count that ended inside backward; set aside root
         forwards without gradients (an evaluation inside the step); remove every hook once the
         count is over."""
@@ -162,6 +169,8 @@ class FlopCount:
             return
         root = taps._root() if taps._root is not None else None
         if module is not root:
+            if self.state == "armed" and self._before_root(module, root):
+                self._enter(at_root=False)
             return
         if not taps.torch.is_grad_enabled():
             if self.state in ("counting", "in step"):
@@ -173,6 +182,14 @@ class FlopCount:
             self._forwards += 1
             if self._forwards > MAX_FORWARDS:
                 self._finish(f"no optimizer step after {MAX_FORWARDS} forwards")
+
+    def _before_root(self, module, root) -> bool:
+        """Whether a module call that is not the root's starts the counted step: a module
+        outside the root (a frozen teacher, a VAE or text encoder run before the model they
+        feed, under ``no_grad`` or not), called on the training thread while the root is in
+        training mode (an evaluation after the second step has the root in ``eval()``)."""
+        return (root is not None and root.training and id(module) not in self._inside
+                and threading.get_ident() == self._armed_on)  # fmt: skip
 
     def _after_forward(self, module, args, kwargs, output) -> None:
         """Global module forward hook while counting: a set-aside root forward has ended."""
@@ -238,7 +255,9 @@ class FlopCount:
         self._finish(None)
 
     # -- the count --------------------------------------------------------------------------
-    def _enter(self) -> None:
+    def _enter(self, at_root: bool = True) -> None:
+        """Enter the mode; ``at_root``: at the root's training forward (the step's first
+        forward of the root), else at a module called before it."""
         from torch.utils.flop_counter import FlopCounterMode
 
         torch = self.taps.torch
@@ -258,7 +277,8 @@ class FlopCount:
         self._add("pre", "optimizer_pre", self._before_step)
         self._add("post", "optimizer_post", self._after_step)
         self._add("end", "forward", self._after_forward)
-        self._forwards, self._aside, self._error = 1, 0, None
+        self._forwards, self._aside, self._error = int(at_root), 0, None
+        self._inside = set()
         self._thread = threading.get_ident()
         counter.__enter__()
         # a forward inside the step itself (a closure: Lightning, LBFGS) has passed the step's
@@ -325,6 +345,7 @@ class FlopCount:
         """The count is over (``reason``: why there is none). The hooks go now, or, while the
         mode is still entered (another mode inside it), once it could be left."""
         self.done, self.state = True, "finished"
+        self._inside = set()
         if reason:
             self._note(f"not counted: {reason}")
         if self._counter is None:
