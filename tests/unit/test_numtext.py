@@ -55,6 +55,18 @@ def test_the_usual_numbers_take_the_fast_way():
         assert got is not None and got[1:-1] == _python(col)
 
 
+def test_a_number_with_four_zeros_after_its_point_above_1e_4_takes_the_fast_way():
+    # "0.0000" inside a number (10.00001, 3.00000012): the text repr writes too; only a
+    # number that starts with it (below 1e-4, which repr writes with an exponent) is not
+    for col in ([10.00001], [3.00000012, 1.0], [[7, 100.000005]], [-20.00003]):
+        got = numtext.json_text(col)
+        assert got is not None and got.replace(b"[", b"").replace(b"]", b"") == b",".join(
+            repr(x).encode() for x in (col[0] if isinstance(col[0], list) else col)
+        ), col
+    for col in ([0.00001], [-0.00001], [[7, 0.00002]], [1.5, 0.00009]):
+        assert numtext.json_text(col) is None, col
+
+
 def test_a_number_orjson_spells_its_own_way_is_left_to_repr():
     for x in (1e-05, 5e-05, 1e16, 1.5e300, math.nan, math.inf, True, None, 2**64):
         assert numtext.json_text([1.5, x]) is None, x

@@ -12,6 +12,8 @@ infinity, ``true`` for True. A column whose text holds one of those spellings is
 
 from __future__ import annotations
 
+import re
+
 try:
     import orjson
 except ImportError:  # the extra is optional: repr writes the same text, slower
@@ -27,11 +29,14 @@ def json_text(items: list) -> bytes | None:
         out = orjson.dumps(items)
     except TypeError:  # an int over 64 bits, or something not a number
         return None
-    # "e": an exponent, true or false; "n": null; "0.0000": a float below 1e-4 in full
-    # (also 10.00001, which orjson spells as repr does: then repr writes it, the same text)
-    if b"e" in out or b"n" in out or b"0.0000" in out:
+    # "e": an exponent, true or false; "n": null; "0.0000" at a number's start (after "[",
+    # "," or "-"): a float below 1e-4 in full (10.00001 is spelled as repr spells it)
+    if b"e" in out or b"n" in out or (b"0.0000" in out and _TINY.search(out)):
         return None
     return out
+
+
+_TINY = re.compile(rb"[\[,-]0\.0000")
 
 
 def fast() -> bool:
