@@ -57,9 +57,42 @@ def _lines(seed, ranks=1, t0=T0 + 10, **kw):
     return out
 
 
-def _run(tmp_path, name, lines, *, batched, peak=True, ranks=1, segments=()):
+def _gpu(t, rng):
+    """A sampler's reading of one GPU (the fields a real one has)."""
+    return records.make("gpu", t, host={"time_s": t, "cpu_util": 0.3}, gpus=[{
+        "index": 0, "time_s": t, "gpu_util": 0.98, "sm_active": rng.random(),
+        "sm_occupancy": 0.42, "tensor_active": 0.55, "dram_active": 0.33,
+        "mem_used_bytes": 7.2e10, "mem_total_bytes": 8.5e10, "power_w": 650.0,
+        "energy_mj": 1000.0 * t, "sm_clock_mhz": 1980.0, "mem_clock_mhz": 2619.0}])  # fmt: skip
+
+
+def _between(live, got, rng):
+    """After a batch: a sampler's reading, series points (with a step, without one, a name
+    of ours), or nothing, as a log of a real run has between its step lines."""
+    rows = got if isinstance(got, list) else got.rows()
+    if not rows:
+        return
+    t, step = rows[-1]["t"], rows[-1]["step"]
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        t += 0.0001
+        kind = rng.choice(["gpu", "loss", "loss", "stepless", "ours"])
+        if kind == "gpu":
+            live.ingest([_gpu(t, rng)])
+            continue
+        name = {"loss": "train_loss", "stepless": "lr", "ours": "mfu/hf"}[kind]
+        live.ingest([records.make("series", t, name=name, value=rng.random(),
+                                  step=None if kind == "stepless" else step)])  # fmt: skip
+
+
+def _run(tmp_path, name, lines, *, batched, peak=True, ranks=1, segments=(), between=None,
+         fake=False):  # fmt: skip
     live = Live(root=tmp_path / name, clock=lambda: T0)
     live.open_run("x", ["x"], {"peak_flops": 1e15} if peak else {})
+    if between is not None:  # the sampler's GPU; a demonstration's fake one: a reading may
+        # move MFU's divisor
+        live.ingest([records.make("gpu_devices", T0, backend="fake:h100" if fake else "nvml",
+                                  reason=None, devices=[{"index": 0, "name": "NVIDIA H100 80GB "
+                                                         "HBM3", "gpm": True}])])  # fmt: skip
     for rank in range(ranks):
         live.ingest([records.validate(_hello(rank, ranks))])
     live.ingest([records.validate(MODEL)])
@@ -69,6 +102,8 @@ def _run(tmp_path, name, lines, *, batched, peak=True, ranks=1, segments=()):
             live.engine.apply(records.make("segment_start", T0 + 10 + k, segment=k))
         got = records.decode_batch(line) if batched else records.decode_wire(line)
         live.ingest(got)
+        if between is not None:
+            _between(live, got, between)
     snap = live.snapshot()
     snap["run"] = {k: v for k, v in snap["run"].items() if k not in ("id", "log")}  # the folder's
     history = live.engine.timeline.full()
@@ -329,8 +364,9 @@ def _points_rows(lines):
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("peak", [True, False])
 @pytest.mark.parametrize("fast", [True, False], ids=["orjson", "repr"])
+@pytest.mark.parametrize("between", [False, True], ids=["steps", "readings between"])
 def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(
-    tmp_path, monkeypatch, seed, peak, fast
+    tmp_path, monkeypatch, seed, peak, fast, between
 ):
     import csv
     import io
@@ -351,12 +387,25 @@ def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(
         {"jitter": True, "t0": 3e-7},
     ][seed]  # the last: window sums that round (above)
     lines = _lines(seed, **kw)
-    log = _run(tmp_path, "x", lines, batched=True, peak=peak, segments={4})[2]
+    rng = random.Random(seed) if between else None  # gpu and series lines between step lines
+    log = _run(tmp_path, "x", lines, batched=True, peak=peak, segments={4}, between=rng,
+               fake=seed == 2)[2]  # fmt: skip
     damaged = _damaged(log, seed) if seed % 2 else log.splitlines(keepends=True)
     path = tmp_path / "run.jsonl"
     path.write_bytes(b"".join(damaged))
     want = list(_points_rows(damaged))
+    runs: list = []  # (folded at once, kinds of the records between its rows)
+    real = fold_steps.fold_run
+
+    def spy(eng, b, cuts, apply, tap=None):
+        runs.append((real(eng, b, cuts, apply, tap), {r["k"] for _, rs in cuts for r in rs}))
+        return runs[-1][0]
+
+    monkeypatch.setattr(fold_steps, "fold_run", spy)
     assert list(points.iter_points(path)) == want
+    if between:  # runs were folded with readings between, but not where those move MFU
+        assert any(ok and "gpu" in kinds for ok, kinds in runs) == (seed != 2)
+        assert any(ok and "series" in kinds for ok, kinds in runs)
     got, plain = io.StringIO(), io.StringIO()
     w, ref = csv.writer(got), csv.writer(plain)
     for item in points.iter_rows(path):
@@ -409,3 +458,47 @@ def test_timed_rows_are_those_whose_interval_grows_the_sum(seed):
             want.append(s + dt > s)
             s += dt
         assert _timed(start, dts) == want, (start, dts)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_run_folded_with_readings_between_leaves_what_its_records_in_log_order_leave(
+    tmp_path, seed
+):
+    """``fold_run`` on a real engine (its chart too, each point's sequence number in log
+    order) against every record of the log applied one by one."""
+    from trainmeter.core.logread import LogReader
+    from trainmeter.exports import points
+
+    lines = _lines(seed, jitter=seed % 2 == 1)
+    log = _run(tmp_path, "x", lines, batched=True, between=random.Random(seed))[2]
+    want = Engine()
+    for rec in LogReader(log.splitlines(keepends=True)):
+        want.apply(rec)
+    got, parts, took = Engine(), [], []
+
+    def flush():
+        ok = bool(parts) and fold_steps.fold_run(
+            got, *points._joined(parts), lambda recs: [got.apply(r) for r in recs]
+        )
+        if not ok:
+            for p in parts:
+                got.apply(p) if isinstance(p, dict) else got.apply_steps(p)
+        took.append(ok and any(isinstance(p, dict) for p in parts))
+        parts.clear()
+
+    for item in LogReader(log.splitlines(keepends=True)).batches():
+        if isinstance(item, dict):
+            carried = item["k"] == "gpu" or (item["k"] == "series" and item.get("step") is not None)
+            if parts and carried:
+                parts.append(item)
+                continue
+            flush()
+            got.apply(item)
+        else:
+            parts.append(item)
+    flush()
+    assert any(took)
+    assert got.snapshot(now=T0) == want.snapshot(now=T0)
+    assert got.timeline.full() == want.timeline.full()
+    for seq in range(0, want.timeline.seq + 1, 7):  # each point's sequence number: log order
+        assert got.timeline.since(seq) == want.timeline.since(seq)

@@ -646,6 +646,13 @@ class Engine:
             self._mfu_divisor = (self._gpus(), self._peak())
         return self._mfu_divisor
 
+    def readings_move_divisor(self) -> bool:
+        """Whether a sampler's ``gpu`` reading may change what MFU divides by (:meth:`_divisor`):
+        only where the devices are the sampler's, not the ranks' (fake GPUs of a demonstration,
+        ``tm attach``'s run: ``_gpus``, ``_device``); ``fold_steps.fold_run`` folds steps across
+        readings only where it does not."""
+        return self.hw.fake or self._attached() is not None
+
     def _mfu_scale(self, rate: float) -> tuple | bool | None:
         """MFU over time: the scale (core/timeline.py) of the tokens/s point ``rate`` that
         makes it the ``mfu/<c>`` point of each convention with FLOPs per token, the snapshot's

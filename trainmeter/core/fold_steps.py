@@ -15,8 +15,9 @@ arrival or merged rows; anything else (and whatever a row would raise on) is lef
 from __future__ import annotations
 
 import math
-from itertools import accumulate, groupby, repeat
-from operator import gt, itemgetter, lt, mul, sub, truediv
+from functools import partial, reduce
+from itertools import accumulate, chain, groupby, repeat
+from operator import add, gt, itemgetter, lt, mul, neg, sub, truediv
 from typing import Any
 
 from trainmeter.core import flops
@@ -33,34 +34,97 @@ def fold(eng: Any, b: Any, i: int, tap: dict | None = None) -> int:
     common case (module docstring); returns the end of the rows folded (``i``: none, so
     ``Engine.apply`` takes row ``i``). Raises nothing for a batch it takes. ``tap`` (a dict,
     for ``tm export``) gets what each folded row left, as :func:`rows_left` says."""
+    took = _take(eng, b, i)
+    if took is None:
+        return i
+    j, got, ts, rc, r, own = took
+    if tap is not None:
+        tap.update(rows_left(eng, got, ts, own))
+    _commit(eng, got, ts, rc, r, own)
+    return j
+
+
+def fold_run(eng: Any, b: Any, cuts: list, apply: Any, tap: dict | None = None) -> bool:
+    """Fold every row of ``b``, a run of one rank's steps that a log holds with other records
+    between them, and apply those in their places: ``cuts`` is ``[(row, records), ...]``, the
+    records that came after row ``row - 1`` (rows ascending, each at least 1), each list given
+    to ``apply`` (``Engine.apply`` of each, or what ``tm export`` makes of them) with the clock's
+    step that row's. The engine is left as :meth:`Engine.apply` of every record in log order
+    leaves it, when the records are ``series`` with a step or ``gpu`` readings: those read no
+    step state but the clock's step, and the step fold reads none of theirs but the chart's
+    divisor, which a reading changes only on fake GPUs or in ``tm attach``'s run
+    (``Engine.readings_move_divisor``); the chart's points and theirs reach the timeline in log
+    order. Returns False, with nothing changed, unless every row is the common case and every
+    record one of those (then fold the parts one at a time, as a log gives them). ``tap`` as
+    :func:`fold`'s, for all of ``b``'s rows. Raises whatever ``apply`` raises."""
+    gpu = False
+    for _, recs in cuts:
+        for rec in recs:
+            if rec["k"] == "gpu":
+                gpu = True
+            elif rec["k"] != "series" or rec.get("step") is None:
+                return False
+    if gpu and eng.readings_move_divisor():
+        return False
+    took = _take(eng, b, 0)
+    if took is None or took[0] != len(b):
+        return False
+    _, got, ts, rc, r, own = took
+    if tap is not None:
+        tap.update(rows_left(eng, got, ts, own))
+    xs, ys, runs = got["chart"]
+    steps, rates, lo = got["steps"], got["rates"], 0
+    every = None not in rates  # each row charted a point (_chart), the usual case
+    for row, recs in cuts:
+        hi = row if every else row - rates[:row].count(None)  # the rows before's points
+        _extend(eng, xs, ys, runs, lo, hi)
+        eng.clock.step = steps[row - 1]
+        apply(recs)
+        lo = hi
+    _extend(eng, xs, ys, runs, lo, len(xs))
+    _commit(eng, got, ts, rc, r, own, chart=False)
+    return True
+
+
+def _extend(eng: Any, xs: list, ys: list, runs: list, lo: int, hi: int) -> None:
+    """Chart points ``lo`` to ``hi`` of :func:`_chart`'s ``(xs, ys, runs)``, a run of one
+    scale at a time."""
+    a = 0
+    for m, sc in runs:
+        p, q = max(a, lo), min(a + m, hi)
+        if p < q:
+            eng.timeline.extend("tokens_per_s", xs[p:q], ys[p:q], sc)
+        a += m
+
+
+def _take(eng: Any, b: Any, i: int) -> tuple | None:
+    """``(j, rows' sums, times, rank clock, rank, its counts)`` of rows ``i`` to ``j`` of
+    ``b`` when they are the common case (:func:`fold`), else None; changes nothing."""
     n = len(b)
     if n - i < FEW or b.agg is not None or b.arr is not None:
-        return i
+        return None
     rank, c = b.rank, eng.clock
     rc = eng.rank_clocks.get(rank)
     if rc is None or len(eng.rank_clocks) != 1 or eng.clock_rank != rank or eng.world != 1:
-        return i
+        return None
     last = rc.last_t
     counts, ranks = eng.counts, eng.ranks
     own, r = counts.own.get(rank), ranks.ranks.get(rank)
     if last is None or c.last_t != last or own is None or len(counts.own) != 1 or r is None:
-        return i
+        return None
     if ranks._agents_seen != len(eng.agents) or counts.newest_t is None:
-        return i
+        return None
     ts = b.t[i:] if i else b.t
     end = _clean(ts, b, i, last, counts.newest_t)
     if end == 0:
-        return i
+        return None
     if end < len(ts):
         ts = ts[:end]
     j = i + end
     got = _rows(eng, b, i, j, ts, last, rc, r, own)
     if got is None:
-        return i
-    if tap is not None:
-        tap.update(rows_left(eng, got, ts, own))
-    _commit(eng, got, ts, rc, r, own)
-    return j
+        return None
+    return j, got, ts, rc, r, own
 
 
 def _clean(ts: list, b: Any, i: int, last: float, newest: float) -> int:
@@ -136,43 +200,22 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
         res_c = set(range(-s0 & RESUM, m, RESUM + 1))
     else:
         res_c = {k for k, s in enumerate(steps) if not s & RESUM}
-    sr, so, sc = r.recent_s, own.recent_s, c.recent_s
-    tr, to, tc = r.timed_s, own.timed_s, c.timed_s
-    rt = own.recent_tokens
-    rates: list = []
-    add = rates.append
-    sos: list = []  # the rank's own window seconds after each row (samples/s: rows_left)
-    keep = sos.append
-    start = 0
-    for mark in [*sorted(res_r | res_o | res_c), m]:
-        for k in range(start, min(mark + 1, m)):  # up to the mark, the mark's row included
-            dt = dts[k]
-            if k + off >= 0:
-                old = comb_dt[k + off]
-                sr -= old
-                so -= old
-                sc -= old
-                rt -= comb_tok[k + off]
-            sr += dt
-            so += dt
-            sc += dt
-            rt += toks[k]
-            tr += dt
-            to += dt
-            tc += dt
-            add(rt / so if so > 0 else None)
-            keep(so)
-        if mark == m:
-            break
-        window = comb_dt[max(0, mark + lp + 1 - w) : mark + lp + 1]
-        if mark in res_r:
-            sr = math.fsum(window)
-        if mark in res_o:  # the rate of the mark's row is of the sum made afresh
-            so = sos[-1] = math.fsum(window)
-            rates[-1] = rt / so if so > 0 else None
-        if mark in res_c:
-            sc = math.fsum(window)
-        start = mark + 1
+    # each window slides as Engine._on_step slides it, s - old + dt a row, in that order (the
+    # same float operations, here in C: accumulate and reduce over the terms of the rows)
+    terms = _terms(comb_dt, dts, off)
+    window = partial(_window_at, comb_dt, lp, w)
+    sos = _slid(own.recent_s, sorted(res_o), terms, off, window)
+    sr = _slid_last(r.recent_s, res_r, terms, off, window, m)
+    sc = _slid_last(c.recent_s, res_c, terms, off, window, m)
+    tr, to, tc = (reduce(add, dts, x) for x in (r.timed_s, own.timed_s, c.timed_s))
+    drops = comb_tok[max(off, 0) : max(off + m, 0)]  # ints: exact in any order
+    rts = list(accumulate(map(sub, toks, [0] * (m - len(drops)) + drops),
+                          initial=own.recent_tokens))[1:]  # fmt: skip
+    rt, so = rts[-1], sos[-1]
+    if min(sos) > 0:
+        rates: list = list(map(truediv, rts, sos))
+    else:
+        rates = [x / y if y > 0 else None for x, y in zip(rts, sos, strict=True)]
     if not counts.tokens:  # no tokens/s while no rank has counted a token (RankCounts.rate)
         first = next((k for k, x in enumerate(toks) if x), m)
         rates[:first] = [None] * first
@@ -185,6 +228,56 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
             "off": off, "sos": sos, "rates": rates,
             "sr": sr, "so": so, "sc": sc, "tr": tr, "to": to, "tc": tc, "rt": rt,
             "chart": chart}  # fmt: skip
+
+
+def _terms(comb_dt: list, dts: list, off: int) -> list:
+    """What each row adds to a window's sum, in order: ``dt``, after ``-old`` (the interval
+    it drops, ``comb_dt[k + off]``) once the window is full; ``x - old`` is ``x + (-old)``
+    exactly."""
+    full = max(0, min(-off, len(dts)))  # rows before it drop nothing
+    olds = map(neg, comb_dt[full + off : len(dts) + off])
+    return [*dts[:full], *chain.from_iterable(zip(olds, dts[full:], strict=True))]
+
+
+def _at(k: int, off: int) -> int:
+    """Where row ``k``'s last term is in :func:`_terms` (two terms a row once it drops)."""
+    full = max(0, -off)
+    return k + 1 if k < full else full + 2 * (k - full) + 2
+
+
+def _window_at(comb_dt: list, lp: int, w: int, mark: int) -> list:
+    """The window's intervals after row ``mark`` (``lp``: intervals before the rows)."""
+    return comb_dt[max(0, mark + lp + 1 - w) : mark + lp + 1]
+
+
+def _slid(s: float, marks: list, terms: list, off: int, window) -> list:
+    """The window's sum after each row, summed afresh (``math.fsum``) after each mark row."""
+    sums: list = []
+    a = 0  # the first term of the rows not done
+    for mark in marks:
+        b = _at(mark, off)
+        sums += _row_sums(s, terms, a, b, off)
+        s = sums[-1] = math.fsum(window(mark))
+        a = b
+    if a < len(terms):
+        sums += _row_sums(s, terms, a, len(terms), off)
+    return sums
+
+
+def _row_sums(s: float, terms: list, a: int, b: int, off: int) -> list:
+    """The sums after each row whose terms are ``terms[a:b]``, from ``s``."""
+    acc = list(accumulate(terms[a:b], initial=s))
+    full = max(0, -off)  # terms before ``full`` are one a row, then two
+    one = max(0, min(full, b) - a)
+    return acc[1 : one + 1] + acc[one + 2 :: 2]
+
+
+def _slid_last(s: float, marks: set, terms: list, off: int, window, m: int) -> float:
+    """The window's sum after the last row (summed afresh after the last mark row)."""
+    if marks:
+        last = max(marks)
+        return reduce(add, terms[_at(last, off) :], math.fsum(window(last)))
+    return reduce(add, terms, s)
 
 
 def _zeros(col: list) -> list:
@@ -342,8 +435,9 @@ def _charted(rates: list) -> list[bool]:
     return [x is not None for x in rates]
 
 
-def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
-    """Leave the state ``Engine.apply`` of each row would have left."""
+def _commit(eng: Any, got: dict, ts: list, rc, r, own, chart: bool = True) -> None:
+    """Leave the state ``Engine.apply`` of each row would have left (``chart`` False: but
+    the chart's points, which :func:`fold_run` hands on itself)."""
     c, counts = eng.clock, eng.counts
     steps, toks, smps, sqv, sqt, dts = (got[k] for k in ("steps", "toks", "smps", "sqv", "sqt",
                                                          "dts"))  # fmt: skip
@@ -402,6 +496,8 @@ def _commit(eng: Any, got: dict, ts: list, rc, r, own) -> None:
     c.last_t = t_end
     if eng.run["state"] == "idle":
         eng.run["state"] = "running"
+    if not chart:
+        return
     xs, ys, runs = got["chart"]
     if len(runs) == 1:  # the usual case: no copy
         eng.timeline.extend("tokens_per_s", xs, ys, runs[0][1])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from operator import sub
 from os import PathLike
 from typing import Any
@@ -37,6 +37,7 @@ from typing import Any
 from trainmeter.core import fold_steps
 from trainmeter.core.engine import MAX_COUNT, Engine, ours, read_summary
 from trainmeter.core.logread import LogReader
+from trainmeter.core.records import Steps
 from trainmeter.core.timeline import Timeline, scaled
 
 STEP, TIME = "step", "time"  # what a series is charted against
@@ -137,51 +138,199 @@ def iter_rows(
 ) -> Iterator[Point | StepRows]:
     """:func:`iter_points`, with the points of a run of steps folded at once (the log's
     consecutive step lines, ``Engine.apply_steps``'s common case) as :class:`StepRows`
-    where every row gives the same series."""
+    where every row gives the same series. The step lines a sampler's reading or a series
+    point cut (one a second, one every few steps) are folded as one run, those records in
+    their places (``fold_steps.fold_run``): a fold's own work once per run, not per piece."""
     charted: list[tuple[str, float]] = []
     eng = Engine()
     eng.timeline = _Tap(charted)  # the engine's own chart points come out here
     start = None
     reader = LogReader(lines)
+    run = _Run()
     for rec in reader.batches():  # bad lines skipped, as replay skips them
         if rec.__class__ is dict:
+            if run.parts and run.carries(rec):
+                run.add(rec)
+                continue
+            if run.parts:
+                start = yield from _flush(eng, run.take(), charted, start, reader)
             start = yield from _record(eng, rec, charted, start, reader)
             continue
-        i = 0
-        while i < len(rec):
-            tap: dict = {}
-            j = fold_steps.fold(eng, rec, i, tap)
-            if j == i:  # a row the engine takes as its record
-                start = yield from _record(eng, rec.row(i), charted, start, reader)
-                i += 1
-                continue
-            if start is None:
-                start = eng.run.get("started", rec.t[i])
-            yield from _step_rows(tap, start)  # the clock's rows: fold takes no other
-            i = j
+        if run.parts and not run.takes(rec):
+            start = yield from _flush(eng, run.take(), charted, start, reader)
+        run.add(rec)
+    if run.parts:
+        start = yield from _flush(eng, run.take(), charted, start, reader)
     if read is not None:
         read.update(read_summary(reader, "export") or {})
 
 
+MAX_RUN = 1 << 14  # rows held for one fold (a few MiB of columns at most)
+
+
+class _Run:
+    """Steps batches of one rank and the records between them (``series`` with a step, ``gpu``
+    readings), in log order, held to be folded as one run (``fold_steps.fold_run``)."""
+
+    def __init__(self) -> None:
+        self.parts: list = []
+        self.rows = 0
+
+    def carries(self, rec: dict) -> bool:
+        """Whether ``rec`` may wait in the run (``fold_run`` takes it, or hands back)."""
+        k = rec["k"]
+        return (k == "gpu" or (k == "series" and rec.get("step") is not None)) and (
+            self.rows < MAX_RUN
+        )
+
+    def takes(self, b: Any) -> bool:
+        """Whether the batch ``b`` may join the run: the same rank and columns, room left."""
+        first = self.parts[0]
+        return (b.rank == first.rank and b.agg is None and b.arr is None and first.agg is None
+                and first.arr is None and (b.seq_sq is None) == (first.seq_sq is None)
+                and self.rows < MAX_RUN)  # fmt: skip
+
+    def add(self, item: Any) -> None:
+        self.parts.append(item)
+        if item.__class__ is not dict:
+            self.rows += len(item)
+
+    def take(self) -> list:
+        """The parts held, in log order; none held after."""
+        parts, self.parts, self.rows = self.parts, [], 0
+        return parts
+
+
+def _flush(eng: Engine, parts: list, charted: list, start: float | None, reader: Any) -> Any:
+    """Yield the points of a held run (:class:`_Run`), folded at once where ``fold_run``
+    takes it, else its first batch as the log gave it and the rest again once (the log's
+    first rows: no step clock before them), else a part at a time; returns the run's start
+    (s)."""
+    for again in (True, False):
+        if len(parts) > 1:
+            got = yield from _fold_run(eng, parts, charted, start, reader)
+            if got is not None:
+                return got
+        if not again:
+            break
+        start = yield from _steps(eng, parts[0], charted, start, reader)
+        k = 1
+        while k < len(parts) and parts[k].__class__ is dict:
+            start = yield from _record(eng, parts[k], charted, start, reader)
+            k += 1
+        parts = parts[k:]
+    for part in parts:
+        if part.__class__ is dict:
+            start = yield from _record(eng, part, charted, start, reader)
+        else:
+            start = yield from _steps(eng, part, charted, start, reader)
+    return start
+
+
+def _fold_run(eng: Engine, parts: list, charted: list, start: float | None, reader: Any) -> Any:
+    """Yield the points of ``parts`` folded as one run; returns the run's start (s), or None
+    (nothing yielded, nothing changed) when ``fold_run`` does not take it."""
+    b, cuts = _joined(parts)
+    tap: dict = {}
+    between: list = []
+    if start is None:
+        start = eng.run.get("started", b.t[0])
+
+    def apply(recs: list) -> None:
+        between.append([p for rec in recs for p in _applied(eng, rec, charted, start, reader)[0]])
+
+    if not fold_steps.fold_run(eng, b, cuts, apply, tap):
+        return None
+    table, lo = _step_rows(tap, start), 0
+    for (row, _), pts in zip(cuts, between, strict=True):
+        yield from _slice(table, lo, row)
+        yield from pts
+        lo = row
+    yield from _slice(table, lo, len(b))
+    return start
+
+
+def _joined(parts: list) -> tuple[Steps, list]:
+    """The Steps batches of ``parts`` as one batch, and ``fold_run``'s cuts: ``(row,
+    records)``, the records that come before row ``row``."""
+    bs: list = []
+    cuts: list = []
+    rows = 0
+    for p in parts:
+        if p.__class__ is not dict:
+            bs.append(p)
+            rows += len(p)
+        elif cuts and cuts[-1][0] == rows:
+            cuts[-1][1].append(p)
+        else:
+            cuts.append((rows, [p]))
+    if len(bs) == 1:
+        return bs[0], cuts
+    one, cat = bs[0], chain.from_iterable
+    seq = None if one.seq_sq is None else list(cat(b.seq_sq for b in bs))
+    return Steps(one.v, one.rank, list(cat(b.t for b in bs)), list(cat(b.step for b in bs)),
+                 list(cat(b.tokens for b in bs)), list(cat(b.samples for b in bs)),
+                 seq), cuts  # fmt: skip
+
+
+def _steps(eng: Engine, b: Any, charted: list, start: float | None, reader: Any) -> Any:
+    """Fold one batch and yield its points (rows the fold does not take, as records);
+    returns the run's start (s)."""
+    i = 0
+    while i < len(b):
+        tap: dict = {}
+        j = fold_steps.fold(eng, b, i, tap)
+        if j == i:  # a row the engine takes as its record
+            start = yield from _record(eng, b.row(i), charted, start, reader)
+            i += 1
+            continue
+        if start is None:
+            start = eng.run.get("started", b.t[i])
+        yield from _slice(_step_rows(tap, start), 0, j - i)  # the clock's rows: fold takes no other
+        i = j
+    return start
+
+
 def _record(eng: Engine, rec: dict, charted: list, start: float | None, reader: Any) -> Any:
-    """Apply one record and yield its points; returns the run's start (s). A record the
-    engine raises on is counted in ``reader`` and gives no point, as replay counts it."""
+    """Apply one record and yield its points; returns the run's start (s)."""
+    got, start = _applied(eng, rec, charted, start, reader)
+    yield from got
+    return start
+
+
+def _applied(eng: Engine, rec: dict, charted: list, start: float | None, reader: Any) -> tuple:
+    """Apply one record: ``(its points, the run's start)``. A record the engine raises on is
+    counted in ``reader`` and gives no point, as replay counts it."""
     timed_s = eng.clock.timed_s
     try:
         eng.apply(rec)
     except Exception as exc:  # a validated record never should (core/engine.py _fold)
         reader.count(rec["k"], f"apply failed: {type(exc).__name__}")
         charted.clear()
-        return start
+        return [], start
     if start is None:
         start = eng.run.get("started", rec["t"])
     timed = eng.clock.timed_s > timed_s  # a timed step of the step clock
-    yield from _points(rec, eng, charted, rec["t"] - start, timed)
+    got = list(_points(rec, eng, charted, rec["t"] - start, timed))
     charted.clear()
-    return start
+    return got, start
 
 
-def _step_rows(tap: dict, start: float) -> Iterator[Point | StepRows]:
+def _slice(table: StepRows | list, lo: int, hi: int) -> Iterator[Point | StepRows]:
+    """Rows ``lo`` to ``hi`` of a :func:`_step_rows` table."""
+    if lo >= hi:
+        return
+    if table.__class__ is not StepRows:
+        for row in table[lo:hi]:
+            yield from row
+    elif lo == 0 and hi == len(table.step):
+        yield table
+    else:
+        yield StepRows(table.names, table.step[lo:hi], table.t[lo:hi], table.time[lo:hi],
+                       [col[lo:hi] for col in table.cols])  # fmt: skip
+
+
+def _step_rows(tap: dict, start: float) -> StepRows | list[list[Point]]:
     """The points of the clock's folded rows (``fold_steps.rows_left``): one :class:`StepRows`
     when every row gives the same series (the usual case), else each row's points."""
     steps, tokens, samples, charted = tap["steps"], tap["tokens"], tap["samples"], tap["charted"]
@@ -211,10 +360,10 @@ def _step_rows(tap: dict, start: float) -> Iterator[Point | StepRows]:
             names_out.append("samples_per_s")
             cols.append(sps)
         ts = tap["t"]
-        yield StepRows(tuple(names_out), steps, list(map(sub, ts, repeat(start))), ts, cols)
-        return
+        return StepRows(tuple(names_out), steps, list(map(sub, ts, repeat(start))), ts, cols)
     pos = [k for k in range(m) if charted[k]]  # the chart's columns hold the charted rows
     at = dict(zip(pos, range(len(pos)), strict=True))
+    out = []
     for k in range(m):
         row = []
         if tokens[k] or not samples[k]:
@@ -227,8 +376,8 @@ def _step_rows(tap: dict, start: float) -> Iterator[Point | StepRows]:
         if sps[k] is not None:
             row.append(("samples_per_s", sps[k]))
         now = tap["t"][k]
-        for name, y in row:
-            yield Point(name, steps[k], now - start, now, y, STEP)
+        out.append([Point(name, steps[k], now - start, now, y, STEP) for name, y in row])
+    return out
 
 
 def _points(rec: dict, eng: Engine, charted: list, t: float, timed: bool) -> Iterator[Point]:
