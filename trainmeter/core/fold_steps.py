@@ -15,9 +15,8 @@ arrival or merged rows; anything else (and whatever a row would raise on) is lef
 from __future__ import annotations
 
 import math
-from functools import partial, reduce
-from itertools import accumulate, chain, groupby, repeat
-from operator import add, gt, itemgetter, lt, mul, neg, sub, truediv
+from itertools import accumulate, groupby, repeat
+from operator import gt, itemgetter, lt, mul, sub, truediv
 from typing import Any
 
 from trainmeter.core import flops
@@ -200,22 +199,43 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
         res_c = set(range(-s0 & RESUM, m, RESUM + 1))
     else:
         res_c = {k for k, s in enumerate(steps) if not s & RESUM}
-    # each window slides as Engine._on_step slides it, s - old + dt a row, in that order (the
-    # same float operations, here in C: accumulate and reduce over the terms of the rows)
-    terms = _terms(comb_dt, dts, off)
-    window = partial(_window_at, comb_dt, lp, w)
-    sos = _slid(own.recent_s, sorted(res_o), terms, off, window)
-    sr = _slid_last(r.recent_s, res_r, terms, off, window, m)
-    sc = _slid_last(c.recent_s, res_c, terms, off, window, m)
-    tr, to, tc = (reduce(add, dts, x) for x in (r.timed_s, own.timed_s, c.timed_s))
-    drops = comb_tok[max(off, 0) : max(off + m, 0)]  # ints: exact in any order
-    rts = list(accumulate(map(sub, toks, [0] * (m - len(drops)) + drops),
-                          initial=own.recent_tokens))[1:]  # fmt: skip
-    rt, so = rts[-1], sos[-1]
-    if min(sos) > 0:
-        rates: list = list(map(truediv, rts, sos))
-    else:
-        rates = [x / y if y > 0 else None for x, y in zip(rts, sos, strict=True)]
+    sr, so, sc = r.recent_s, own.recent_s, c.recent_s
+    tr, to, tc = r.timed_s, own.timed_s, c.timed_s
+    rt = own.recent_tokens
+    rates: list = []
+    add = rates.append
+    sos: list = []  # the rank's own window seconds after each row (samples/s: rows_left)
+    keep = sos.append
+    start = 0
+    for mark in [*sorted(res_r | res_o | res_c), m]:
+        for k in range(start, min(mark + 1, m)):  # up to the mark, the mark's row included
+            dt = dts[k]
+            if k + off >= 0:
+                old = comb_dt[k + off]
+                sr -= old
+                so -= old
+                sc -= old
+                rt -= comb_tok[k + off]
+            sr += dt
+            so += dt
+            sc += dt
+            rt += toks[k]
+            tr += dt
+            to += dt
+            tc += dt
+            add(rt / so if so > 0 else None)
+            keep(so)
+        if mark == m:
+            break
+        window = comb_dt[max(0, mark + lp + 1 - w) : mark + lp + 1]
+        if mark in res_r:
+            sr = math.fsum(window)
+        if mark in res_o:  # the rate of the mark's row is of the sum made afresh
+            so = sos[-1] = math.fsum(window)
+            rates[-1] = rt / so if so > 0 else None
+        if mark in res_c:
+            sc = math.fsum(window)
+        start = mark + 1
     if not counts.tokens:  # no tokens/s while no rank has counted a token (RankCounts.rate)
         first = next((k for k, x in enumerate(toks) if x), m)
         rates[:first] = [None] * first
@@ -228,56 +248,6 @@ def _rows(eng: Any, b: Any, i: int, j: int, ts: list, last: float, rc, r, own) -
             "off": off, "sos": sos, "rates": rates,
             "sr": sr, "so": so, "sc": sc, "tr": tr, "to": to, "tc": tc, "rt": rt,
             "chart": chart}  # fmt: skip
-
-
-def _terms(comb_dt: list, dts: list, off: int) -> list:
-    """What each row adds to a window's sum, in order: ``dt``, after ``-old`` (the interval
-    it drops, ``comb_dt[k + off]``) once the window is full; ``x - old`` is ``x + (-old)``
-    exactly."""
-    full = max(0, min(-off, len(dts)))  # rows before it drop nothing
-    olds = map(neg, comb_dt[full + off : len(dts) + off])
-    return [*dts[:full], *chain.from_iterable(zip(olds, dts[full:], strict=True))]
-
-
-def _at(k: int, off: int) -> int:
-    """Where row ``k``'s last term is in :func:`_terms` (two terms a row once it drops)."""
-    full = max(0, -off)
-    return k + 1 if k < full else full + 2 * (k - full) + 2
-
-
-def _window_at(comb_dt: list, lp: int, w: int, mark: int) -> list:
-    """The window's intervals after row ``mark`` (``lp``: intervals before the rows)."""
-    return comb_dt[max(0, mark + lp + 1 - w) : mark + lp + 1]
-
-
-def _slid(s: float, marks: list, terms: list, off: int, window) -> list:
-    """The window's sum after each row, summed afresh (``math.fsum``) after each mark row."""
-    sums: list = []
-    a = 0  # the first term of the rows not done
-    for mark in marks:
-        b = _at(mark, off)
-        sums += _row_sums(s, terms, a, b, off)
-        s = sums[-1] = math.fsum(window(mark))
-        a = b
-    if a < len(terms):
-        sums += _row_sums(s, terms, a, len(terms), off)
-    return sums
-
-
-def _row_sums(s: float, terms: list, a: int, b: int, off: int) -> list:
-    """The sums after each row whose terms are ``terms[a:b]``, from ``s``."""
-    acc = list(accumulate(terms[a:b], initial=s))
-    full = max(0, -off)  # terms before ``full`` are one a row, then two
-    one = max(0, min(full, b) - a)
-    return acc[1 : one + 1] + acc[one + 2 :: 2]
-
-
-def _slid_last(s: float, marks: set, terms: list, off: int, window, m: int) -> float:
-    """The window's sum after the last row (summed afresh after the last mark row)."""
-    if marks:
-        last = max(marks)
-        return reduce(add, terms[_at(last, off) :], math.fsum(window(last)))
-    return reduce(add, terms, s)
 
 
 def _zeros(col: list) -> list:
