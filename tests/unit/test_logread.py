@@ -178,3 +178,52 @@ def test_a_second_writer_numbering_from_1_again_is_not_a_repeat():
     assert len(recs) == 5 and reader.skipped == {}
     recs, reader = logread.read([*first, first[0]])  # the same first line again: a repeat
     assert reader.skipped == {("run_start", "duplicate line"): 1}
+
+
+def _parsed(line, loads=None):
+    """parse()'s record, or its error's reason (the reason a reader counts)."""
+    try:
+        return logread.parse(line, loads)
+    except RecordError as exc:
+        return f"refused: {exc}"
+
+
+AWKWARD = [
+    b"-1", b"1e-400", b"123456789012345678901234567890", b"-9223372036854775809",
+    b"18446744073709551615", b"9223372036854775807", b"0.1234567890123456789012", b"1E+5",
+    b"-0.0", b"5e-324", b"1.7976931348623157e308", b"2.5e-08", b"NaN", b"1e400", b"true",
+    b'"x"', b"null", b"[1,2]", b'{"a":1}',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", AWKWARD)
+def test_the_fast_parser_reads_a_line_as_json_does(value):
+    orjson = pytest.importorskip("orjson")  # the test extra installs it: the fast path runs
+    line = b'{"v":1,"k":"series","t":1,"name":"x","value":' + value + b',"step":' + value + b"}"
+    assert _parsed(line, orjson.loads) == _parsed(line)
+    assert _parsed(line + b"\n", orjson.loads) == _parsed(line + b"\n")
+
+
+def test_the_fast_parser_reads_random_and_damaged_lines_as_json_does():
+    orjson = pytest.importorskip("orjson")
+    rng = random.Random(3)
+    texts = [b"\xff", b"\\ud800", "é".encode(), b"\x01", b'"', b"\\u0000", b"\xef\xbb\xbf"]
+    same = 0
+    for _ in range(5000):
+        value = rng.choice([
+            repr(rng.uniform(-1e20, 1e20)).encode(), str(rng.randint(-(2**70), 2**70)).encode(),
+            b'"' + rng.choice(texts) + b'"', b"%se%d" % (repr(rng.random()).encode(),
+                                                         rng.randint(-330, 330)),
+        ])  # fmt: skip
+        line = b'{"v":1,"k":"series","t":%s,"name":"n","value":%s}\n' % (
+            repr(rng.uniform(0, 2e9)).encode(),
+            value,
+        )
+        if rng.random() < 0.1:  # cut short, or a byte dropped
+            k = rng.randrange(len(line))
+            line = line[:k] + line[k + 1 :] if rng.random() < 0.5 else line[:k]
+        got, want = _parsed(line, orjson.loads), _parsed(line)
+        assert got == want and type(got) is type(want), line
+        if isinstance(want, dict):
+            same += type(got["value"]) is type(want["value"])
+    assert same > 1000  # many lines were read whole both ways

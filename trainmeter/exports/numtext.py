@@ -13,6 +13,7 @@ infinity, ``true`` for True. A column whose text holds one of those spellings is
 from __future__ import annotations
 
 import re
+from typing import Any
 
 try:
     import orjson
@@ -37,6 +38,12 @@ def json_text(items: list) -> bytes | None:
 
 
 _TINY = re.compile(rb"[\[,-]0\.0000")
+
+
+def loads() -> Any:
+    """orjson's parser for the log's lines (``LogReader``'s ``loads``: it reads a line as
+    ``json`` does, ``logread.parse`` says where it is tried), or None without the extra."""
+    return None if orjson is None else orjson.loads
 
 
 def fast() -> bool:

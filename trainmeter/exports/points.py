@@ -39,6 +39,7 @@ from trainmeter.core.engine import MAX_COUNT, Engine, ours, read_summary
 from trainmeter.core.logread import LogReader
 from trainmeter.core.records import Steps
 from trainmeter.core.timeline import Timeline, scaled
+from trainmeter.exports import numtext
 
 STEP, TIME = "step", "time"  # what a series is charted against
 OWN = frozenset({"tokens", "samples", "samples_per_s"})  # series of the export's own, not charted
@@ -145,7 +146,7 @@ def iter_rows(
     eng = Engine()
     eng.timeline = _Tap(charted)  # the engine's own chart points come out here
     start = None
-    reader = LogReader(lines)
+    reader = LogReader(lines, loads=numtext.loads())
     run = _Run()
     for rec in reader.batches():  # bad lines skipped, as replay skips them
         if rec.__class__ is dict:
