@@ -6,6 +6,7 @@ rank"). Each rank trains one step, then describes its wrapped model."""
 import json
 import os
 import socket
+import warnings
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,13 @@ def test_sharded_models_are_described_whole_on_every_rank(tmp_path, how):
     import torch.multiprocessing as mp
 
     out = str(tmp_path / "described")
-    mp.spawn(_rank, args=(2, _free_port(), how, out), nprocs=2, join=True)
+    try:
+        mp.spawn(_rank, args=(2, _free_port(), how, out), nprocs=2, join=True)
+    except mp.ProcessExitedException as exc:  # torch's gloo exit abort (conftest.GLOO_EXIT_ABORT)
+        # after every rank wrote what it found: what is checked here is whole, said as a warning
+        if exc.signal_name != "SIGABRT" or not all(Path(f"{out}.{r}").exists() for r in range(2)):
+            raise
+        warnings.warn(f"gloo exit abort in rank {exc.error_index} at its exit", stacklevel=1)
     got = [json.loads(Path(f"{out}.{r}").read_text()) for r in range(2)]
     for d in got:
         assert d["params"] == PARAMS and d["embedding_params"] == EMBEDDING, d
