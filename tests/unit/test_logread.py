@@ -227,3 +227,44 @@ def test_the_fast_parser_reads_random_and_damaged_lines_as_json_does():
         if isinstance(want, dict):
             same += type(got["value"]) is type(want["value"])
     assert same > 1000  # many lines were read whole both ways
+
+
+def _batches(lines, loads=None):
+    """What ``batches()`` yields, as comparable values (a Steps batch as its columns)."""
+    out = []
+    for item in logread.LogReader(lines, loads=loads).batches():
+        if isinstance(item, dict):
+            out.append(item)
+        else:
+            cols = (item.rank, item.t, item.step, item.tokens, item.samples, item.seq_sq)
+            out.append((cols, [[type(x) for x in col] for col in cols[1:] if col]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_step_lines_read_by_the_fast_parser_are_the_same_numbers(tmp_path, seed):
+    orjson = pytest.importorskip("orjson")
+    rng = random.Random(seed)
+    lines, n, step = [_line(START, 1)], 2, 1
+    for _ in range(300):
+        t = rng.choice([T0 + rng.random() * 1e4, rng.random() * 1e-5, float(rng.randint(1, 99))])
+        if seed in (1, 2) and rng.random() < 0.02:
+            step = rng.randint(10**18, 10**21)  # 19 digits and more: read one at a time
+        rec = {
+            "v": 1,
+            "k": "step",
+            "t": t,
+            "step": step,
+            "rank": 0,
+            "tokens": rng.choice([None, 64]),
+            "samples": 2,
+        }  # the supervisor's order
+        if seed != 3 or rng.random() > 0.01:  # some without n: read by json, one by one
+            rec["n"] = n
+        lines.append((json.dumps(rec, separators=(",", ":")) + "\n").encode())
+        n, step = n + 1, step + 1
+    path = tmp_path / "run.jsonl"  # read from a file: in blocks, step lines cut by a pattern
+    path.write_bytes(b"".join(lines))
+    assert _batches(path, orjson.loads) == _batches(path)
+    steps = [x[0][2] for x in _batches(path) if not isinstance(x, dict)]  # step batches read
+    assert steps and (seed not in (1, 2) or max(map(max, steps)) > 2**64)

@@ -350,19 +350,29 @@ class LogReader:
         if rank.count(rank[0]) != m or seq.count(None) not in (0, m) or n0 == 1:
             return None
         try:
-            if list(map(int, ns)) != list(range(n0, n0 + m)):
-                return None
+            ts, steps, nums = self._numbers(run.col(0), run.col(1), ns)
         except TypeError:  # a line without n (an older log's)
+            return None
+        if nums != list(range(n0, n0 + m)):
             return None
         self.lines += m
         self._high, self.numbered = n0 + m - 1, True
-        ts = list(map(float, run.col(0)))  # as json reads them: correctly rounded, finite
         self.records += m
         top = max(ts)
         if self.last_t is None or top > self.last_t:
             self.last_t = top
-        return Steps(1, int(rank[0]), ts, list(map(int, run.col(1))), _counts(run.col(3)),
-                     _counts(run.col(4)), _counts(seq) if seq[0] is not None else None)  # fmt: skip
+        return Steps(1, int(rank[0]), ts, steps, _counts(run.col(3)), _counts(run.col(4)),
+                     _counts(seq) if seq[0] is not None else None)  # fmt: skip
+
+    def _numbers(self, ts: list, steps: list, ns: list) -> tuple[list, list, list]:
+        """The times (floats, as json reads them: correctly rounded, finite), steps and line
+        numbers (ints) of a run's step lines, from their text: by the reader's ``loads`` in
+        one call where it is given and no step has 19 digits (an int it could make a float),
+        else one number at a time. Raises TypeError for a line without ``n`` (None)."""
+        if self.loads is not None and max(map(len, steps)) < 19:
+            text = b"[[%b],[%b],[%b]]" % (b",".join(ts), b",".join(steps), b",".join(ns))
+            return self.loads(text)
+        return list(map(float, ts)), list(map(int, steps)), list(map(int, ns))
 
     def _flush(self, fields: list[bytes], key: tuple) -> Steps:
         """The open batch's lines as columns: their numbers read by json itself (so each is
