@@ -4,6 +4,7 @@ The tiny GPT's counted step against a hand count of its matmuls, under ``tm``; n
 unchanged; an error inside counting ends it and leaves the loop alone (the never-raise invariant);
 no hook stays behind once the count is done; and the engine's side (records in, snapshot out)."""
 
+import copy
 import importlib.util
 import json
 import math
@@ -151,10 +152,13 @@ def test_the_count_is_sent_once_and_leaves_no_hook_behind(fresh_guard):
     assert _hooks() == before
 
 
-def _distil(steps: int, agent=None, eval_after: int | None = None) -> list[float]:
+def _distil(steps: int, agent=None, eval_after: int | None = None, inference: bool = False,
+            ema_after: int | None = None) -> list[float]:  # fmt: skip
     """The distillation tutorial's order: a frozen teacher (eval(), no gradients) run under
-    ``no_grad`` before the student, the root; with ``eval_after`` an evaluation after that
-    step, the student in ``eval()``, calling the teacher too. Returns the losses."""
+    ``no_grad`` (``inference``: ``inference_mode``) before the student, the root; with
+    ``eval_after`` an evaluation after that step, the student in ``eval()``, calling the
+    teacher too; with ``ema_after`` an EMA copy of the student evaluated five times after that
+    step, the student left in training mode (timm's ModelEmaV2). Returns the losses."""
     taps = None
     if agent is not None:
         taps = TorchTaps(agent, torch)
@@ -164,11 +168,13 @@ def _distil(steps: int, agent=None, eval_after: int | None = None) -> list[float
                                   torch.nn.Linear(20, 11)).eval().requires_grad_(False)  # fmt: skip
     student = torch.nn.Sequential(torch.nn.Embedding(11, 6), torch.nn.Linear(6, 11))
     opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    ema = copy.deepcopy(student).eval().requires_grad_(False)
     out = []
     for s in range(steps):
         x = (torch.arange(15).view(3, 5) * (s + 1)) % 11
-        with torch.no_grad():
+        with torch.inference_mode() if inference else torch.no_grad():
             soft = teacher(x).softmax(-1)
+        soft = soft.clone()  # a normal tensor (an inference tensor cannot be saved for backward)
         logits = student(x)
         loss = torch.nn.functional.cross_entropy(logits.view(-1, 11), soft.view(-1, 11))
         loss.backward()
@@ -180,6 +186,9 @@ def _distil(steps: int, agent=None, eval_after: int | None = None) -> list[float
             with torch.no_grad():
                 out.append(float(teacher(x).sum() + student(x).sum()))
             student.train()
+        if s + 1 == ema_after:
+            with torch.no_grad():
+                out += [float(ema(x).sum()) for _ in range(5)]
     student(x)  # one more module call: the counter removes its last hooks here
     if taps is not None:
         taps.detach()
@@ -197,6 +206,21 @@ def test_a_frozen_teacher_run_before_the_student_is_counted_in_its_step(fresh_gu
     # 15 tokens. The evaluation after step 2 (the student in eval()) is not in the window.
     assert len(sent) == 1 and sent[0]["step"] == 3 and sent[0]["tokens"] == 15
     assert sent[0]["flops"] == (760 + 396) * 15
+    assert _hooks() == before
+
+
+@pytest.mark.parametrize("case", ["inference_mode teacher", "EMA evaluated after step 2"])
+def test_a_count_that_cannot_hold_what_came_before_the_root_is_the_root_s_step(fresh_guard, case):
+    # a teacher under inference_mode: a mode entered inside it no longer sees the ops after it
+    # (torch), so the count opens at the student's forward; an EMA copy called again before
+    # the root's forward is not the step's: the count it opened is dropped
+    kw = {"inference": True} if case.startswith("inference") else {"ema_after": 2}
+    before = _hooks()
+    agent = _Agent()
+    assert _distil(5, agent, **kw) == _distil(5, None, **kw)
+    sent = [f for k, f in agent.records if k == "flops_counted"]
+    # the student's Linear 6 -> 11, forward and backward, 15 tokens (the test above)
+    assert len(sent) == 1 and sent[0]["flops"] == 396 * 15
     assert _hooks() == before
 
 

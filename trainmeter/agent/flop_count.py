@@ -3,10 +3,11 @@
 
 Once per run, the clock optimizer's ``COUNT_STEP``-th step runs under
 ``torch.utils.flop_counter.FlopCounterMode(display=False)``: the mode is entered at the step's
-first module call (the root model's first training forward, or a module outside the root called
-before it: a frozen teacher, a VAE encoding the images a diffusion model is trained on) and left
-at that step's optimizer pre-hook (or later, as the next paragraph says), so it sees the step's
-forwards (every micro-batch) and backwards, and not the optimizer's own update.
+first module call on the training thread (the root model's first training forward, or a module
+outside the root called before it: a frozen teacher, a VAE encoding the images a diffusion model
+is trained on; docs/spec.md "Counted FLOPs" says when not) and left at that step's optimizer
+pre-hook (or later, as the next paragraph says), so it sees the step's forwards (every
+micro-batch) and backwards, and not the optimizer's own update.
 The result (FLOP of the step, and the step's tokens and samples from the agent's own count,
 which the sender writes in when it reads that step: ``await_step``) goes out as one
 ``flops_counted`` record; the engine divides them (FLOPs per token, and per sample for any
@@ -104,6 +105,8 @@ class FlopCount:
         self._thread = None  # the thread that entered the mode (only it may leave it)
         self._armed_on = None  # the thread the clock armed the count on
         self._inside: set[int] = set()  # ids of the root's modules, taken when armed
+        self._first = None  # the module outside the root that opened the count, if one did
+        self._root_only = False  # only the root's training forward may open it now
         self._error: BaseException | None = None
 
     # -- called by the taps (never from inside a hook of torch's) ----------------------------
@@ -131,6 +134,7 @@ class FlopCount:
                 self._finish(reason)
                 return
             self.state = "armed"
+            self._first, self._root_only = None, False
             self._armed_on = threading.get_ident()  # the training thread: the step's own
             root = self.taps._root() if self.taps._root is not None else None
             self._inside = {id(m) for m in root.modules()} if root is not None else set()
@@ -169,15 +173,18 @@ class FlopCount:
             return
         root = taps._root() if taps._root is not None else None
         if module is not root:
-            if self.state == "armed" and self._before_root(module, root):
-                self._enter(at_root=False)
+            if self.state == "armed" and not self._root_only and self._before_root(module, root):
+                self._enter(first=module)
+            elif module is self._first and self._forwards == 0 and self.state == "counting":
+                self._reopen_at_root()
             return
         if not taps.torch.is_grad_enabled():
             if self.state in ("counting", "in step"):
                 self._aside += 1  # back to 0 at its end (_after_forward)
             return
         if self.state == "armed":
-            self._enter()
+            if threading.get_ident() == self._armed_on:  # not a forward on another thread
+                self._enter()
         elif self.state in ("counting", "in step"):
             self._forwards += 1
             if self._forwards > MAX_FORWARDS:
@@ -187,9 +194,26 @@ class FlopCount:
         """Whether a module call that is not the root's starts the counted step: a module
         outside the root (a frozen teacher, a VAE or text encoder run before the model they
         feed, under ``no_grad`` or not), called on the training thread while the root is in
-        training mode (an evaluation after the second step has the root in ``eval()``)."""
+        training mode (an evaluation after the second step has the root in ``eval()``), not
+        under ``inference_mode`` (a dispatch mode entered inside it no longer sees the ops
+        that follow it: the student's forward would go half uncounted)."""
+        torch = self.taps.torch
         return (root is not None and root.training and id(module) not in self._inside
-                and threading.get_ident() == self._armed_on)  # fmt: skip
+                and threading.get_ident() == self._armed_on
+                and not torch.is_inference_mode_enabled())  # fmt: skip
+
+    def _reopen_at_root(self) -> None:
+        """The module that opened the count is called again before the root's first training
+        forward: it is not the step's (an EMA copy evaluated in a loop after the second step,
+        the root left in training mode), so the count is dropped and waits for the root's
+        training forward, as when no module comes before it."""
+        if not self._leave_mode():
+            return  # another mode inside ours: the count goes on
+        for key in ("pre", "post", "end"):
+            hook = self._hooks.pop(key, None)
+            if hook is not None:
+                hook.remove()
+        self._first, self._root_only, self.state = None, True, "armed"
 
     def _after_forward(self, module, args, kwargs, output) -> None:
         """Global module forward hook while counting: a set-aside root forward has ended."""
@@ -255,9 +279,9 @@ class FlopCount:
         self._finish(None)
 
     # -- the count --------------------------------------------------------------------------
-    def _enter(self, at_root: bool = True) -> None:
-        """Enter the mode; ``at_root``: at the root's training forward (the step's first
-        forward of the root), else at a module called before it."""
+    def _enter(self, first=None) -> None:
+        """Enter the mode at the root's training forward (the step's first forward of the
+        root), or at ``first``, a module outside the root called before it."""
         from torch.utils.flop_counter import FlopCounterMode
 
         torch = self.taps.torch
@@ -277,8 +301,8 @@ class FlopCount:
         self._add("pre", "optimizer_pre", self._before_step)
         self._add("post", "optimizer_post", self._after_step)
         self._add("end", "forward", self._after_forward)
-        self._forwards, self._aside, self._error = int(at_root), 0, None
-        self._inside = set()
+        self._forwards, self._aside, self._error = int(first is None), 0, None
+        self._inside, self._first = set(), first
         self._thread = threading.get_ident()
         counter.__enter__()
         # a forward inside the step itself (a closure: Lightning, LBFGS) has passed the step's
@@ -345,7 +369,7 @@ class FlopCount:
         """The count is over (``reason``: why there is none). The hooks go now, or, while the
         mode is still entered (another mode inside it), once it could be left."""
         self.done, self.state = True, "finished"
-        self._inside = set()
+        self._inside, self._first = set(), None
         if reason:
             self._note(f"not counted: {reason}")
         if self._counter is None:
