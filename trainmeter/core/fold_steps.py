@@ -55,7 +55,8 @@ def fold_run(eng: Any, b: Any, cuts: list, apply: Any, tap: dict | None = None) 
     (``Engine.readings_move_divisor``); the chart's points and theirs reach the timeline in log
     order. Returns False, with nothing changed, unless every row is the common case and every
     record one of those (then fold the parts one at a time, as a log gives them). ``tap`` as
-    :func:`fold`'s, for all of ``b``'s rows. Raises whatever ``apply`` raises."""
+    :func:`fold`'s, for all of ``b``'s rows. Raises whatever ``apply`` raises (the engine is
+    then left part-way: ``tm export`` gives one that never raises)."""
     gpu = False
     for _, recs in cuts:
         for rec in recs:
@@ -72,14 +73,13 @@ def fold_run(eng: Any, b: Any, cuts: list, apply: Any, tap: dict | None = None) 
     if tap is not None:
         tap.update(rows_left(eng, got, ts, own))
     xs, ys, runs = got["chart"]
-    steps, rates, lo = got["steps"], got["rates"], 0
-    every = None not in rates  # each row charted a point (_chart), the usual case
+    steps, rates, lo, before = got["steps"], got["rates"], 0, 0
     for row, recs in cuts:
-        hi = row if every else row - rates[:row].count(None)  # the rows before's points
+        hi = lo + row - before - rates[before:row].count(None)  # the charted rows' points
         _extend(eng, xs, ys, runs, lo, hi)
         eng.clock.step = steps[row - 1]
         apply(recs)
-        lo = hi
+        lo, before = hi, row
     _extend(eng, xs, ys, runs, lo, len(xs))
     _commit(eng, got, ts, rc, r, own, chart=False)
     return True
