@@ -412,7 +412,7 @@ def test_export_points_and_csv_rows_are_those_of_the_records_one_by_one(
         if isinstance(item, points.Point):
             w.writerow((item.series, item.step, repr(item.t), repr(item.value)))
         else:
-            got.write(export_csv._step_rows(item).decode())
+            got.write(b"".join(export_csv._step_chunks(item)).decode())
     ref.writerows((p.series, p.step, repr(p.t), repr(p.value)) for p in want)
     assert got.getvalue() == plain.getvalue()
     assert any(isinstance(x, points.StepRows) for x in points.iter_rows(path))
@@ -427,7 +427,7 @@ def test_a_series_name_is_quoted_in_the_csv_as_the_writer_quotes_it():
     from trainmeter.exports.points import StepRows
 
     rows = StepRows(("tokens", 'a,"b"%s'), [1, 2], [0.5, 1.5], [10.5, 11.5], [[3, 4], [0.1, 2]])
-    assert export_csv._step_rows(rows) == (
+    assert b"".join(export_csv._step_chunks(rows)) == (
         b'tokens,1,0.5,3\r\n"a,""b""%s",1,0.5,0.1\r\ntokens,2,1.5,4\r\n"a,""b""%s",2,1.5,2\r\n'
     )
 

@@ -89,9 +89,9 @@ def test_step_rows_are_the_same_bytes_with_and_without_orjson(monkeypatch, seed)
     ]
     rows = StepRows(("tokens", "tokens_per_s", "mfu/hf", "odd"), list(range(1, m + 1)),
                     [rng.uniform(0, 20) for _ in range(m)], [0.0] * m, cols)  # fmt: skip
-    fast = export_csv._step_rows(rows)
+    fast = b"".join(export_csv._step_chunks(rows))
     monkeypatch.setattr(numtext, "orjson", None)
-    assert export_csv._step_rows(rows) == fast
+    assert b"".join(export_csv._step_chunks(rows)) == fast
     lines = fast.decode().split("\r\n")
     assert len(lines) == 4 * m + 1 and lines[-1] == ""
     assert lines[2] == f"mfu/hf,1,{rows.t[0]!r},{cols[2][0]!r}"  # Python's text, by hand

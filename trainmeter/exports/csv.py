@@ -31,11 +31,6 @@ HEADER = ("series", "step", "t", "value")
 ERRORS = "backslashreplace"  # a lone surrogate in a name: its escape, never a failed export
 
 
-def _step_rows(rows: StepRows) -> bytes:
-    """The CSV rows of a :class:`StepRows` (:func:`_step_chunks`) in one piece."""
-    return b"".join(_step_chunks(rows))
-
-
 def _step_chunks(rows: StepRows) -> Iterator[bytes]:
     """The CSV rows of a :class:`StepRows`, the bytes ``csv.writer`` writes for each point
     (a name quoted as the writer quotes it, ``str`` of a step, ``repr`` of a time and of a
