@@ -204,22 +204,26 @@ class _Run:
 
 def _flush(eng: Engine, parts: list, charted: list, start: float | None, reader: Any) -> Any:
     """Yield the points of a held run (:class:`_Run`), folded at once where ``fold_run``
-    takes it, else its first batch as the log gave it and the rest again once (the log's
-    first rows: no step clock before them), else a part at a time; returns the run's start
-    (s)."""
-    for again in (True, False):
+    takes it; else its first batch and the records after it as the log gave them, and the
+    rest folded at once again (the log's first rows: no step clock before them), else a part
+    at a time; returns the run's start (s)."""
+    if len(parts) > 1:
+        got = yield from _fold_run(eng, parts, charted, start, reader)
+        if got is not None:
+            return got
+        k = next((k for k in range(1, len(parts)) if parts[k].__class__ is not dict), len(parts))
+        start = yield from _one_by_one(eng, parts[:k], charted, start, reader)
+        parts = parts[k:]
         if len(parts) > 1:
             got = yield from _fold_run(eng, parts, charted, start, reader)
             if got is not None:
                 return got
-        if not again:
-            break
-        start = yield from _steps(eng, parts[0], charted, start, reader)
-        k = 1
-        while k < len(parts) and parts[k].__class__ is dict:
-            start = yield from _record(eng, parts[k], charted, start, reader)
-            k += 1
-        parts = parts[k:]
+    return (yield from _one_by_one(eng, parts, charted, start, reader))
+
+
+def _one_by_one(eng: Engine, parts: list, charted: list, start: float | None, reader: Any) -> Any:
+    """Yield the points of ``parts`` one at a time, as the log gave them; returns the run's
+    start (s)."""
     for part in parts:
         if part.__class__ is dict:
             start = yield from _record(eng, part, charted, start, reader)
